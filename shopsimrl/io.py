@@ -1,0 +1,68 @@
+"""Atomic writes: every file ShopSimRL leaves on disk is either whole or absent.
+
+A crash between ``write`` and ``rename`` leaves only a hidden temporary file, never
+half a trace, batch or metrics file.  JSONL appends write each record with one
+``write`` call on an ``O_APPEND`` descriptor and ``fsync``, so a line is never
+interleaved with another writer's and a crash can at worst lose the last line,
+which readers skip because it does not end in a newline (see :func:`read_jsonl`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def atomic_write_jsonl(path: str | os.PathLike[str], records: Iterable[Any]) -> Path:
+    lines = [json.dumps(r, ensure_ascii=False, allow_nan=False) for r in records]
+    return atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
+    """Append one JSON record as a single ``write`` on an ``O_APPEND`` descriptor."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """Yield the complete records of a JSONL file; a torn last line (no newline) is skipped."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.endswith("\n") and line.strip():
+                yield json.loads(line)
