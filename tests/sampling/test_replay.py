@@ -1,0 +1,141 @@
+"""SPEC §3-§6 examples, run through ``replay``."""
+
+import pytest
+
+from shopsimrl.sampling import (
+    REASON_TECHNICAL,
+    REASON_ZERO_STD,
+    Decision,
+    SupplyExhausted,
+    TooManyTechnicalFailures,
+    Verdict,
+    replay,
+)
+
+
+def test_spec_section_4_example_14_with_spread_plus_2_all_zero_fallbacks():
+    groups = [("zero_std", 1.0)] * 16 + [("zero_std", 2.0)] * 2 + [("varied", 3.0)] * 14
+    r = replay(groups)
+    assert len(r.accepted) == 16 and r.fallback == [16, 17]
+    assert r.zero_std_group_drop_count == 16 and r.dropped[REASON_ZERO_STD] == list(range(16))
+    assert r.waves == 1 and r.submitted == 32 and r.aborted == [] and r.surplus == []
+    assert r.remaining == 16
+
+
+def test_varied_groups_fill_the_batch_and_the_rest_of_the_wave_is_aborted():
+    groups = [("varied", float(i)) for i in range(32)]
+    r = replay(groups)
+    assert r.accepted == list(range(16)) and r.aborted == list(range(16, 32)) and r.waves == 1
+
+
+def test_zero_std_groups_alone_never_cause_endless_resampling():
+    r = replay([("zero_std", 1.0)] * 32)
+    assert r.waves == 1 and len(r.fallback) == 16 and r.zero_std_group_drop_count == 16
+
+
+def test_no_third_wave_once_two_waves_hold_16_scorable_groups():
+    # wave 1: 20 technical + 12 scorable (zero-std) -> remaining falls below 16 -> wave 2
+    wave1 = [("technical", 1.0)] * 7 + [("zero_std", 1.0)] + [("technical", 1.0)] * 7 + [("zero_std", 1.0)]
+    wave1 += [("technical", 1.0)] * 6 + [("zero_std", 1.0)] * 10
+    wave2 = [("zero_std", 5.0)] * 32
+    r = replay(wave1 + wave2 + [("varied", 1.0)] * 32)
+    assert r.waves == 2
+    assert len(r.accepted) == 16 and r.technical_group_drop_count == 20
+    assert all(i < 64 for i in r.accepted)
+
+
+def test_technical_failures_force_a_second_and_a_third_wave():
+    # every wave: 4 x (7 technical, 1 varied), never 8 technical in a row
+    wave = ([("technical", 1.0)] * 7 + [("varied", 1.0)]) * 4
+    r = replay(wave * 10)
+    # each wave: 28 drops and 4 kept -> remaining 4, 8, 12 after waves 1-3; the 4th fills 16
+    assert r.waves == 4 and r.wave_times == [0.0, 1.0, 2.0, 3.0]
+    assert r.technical_group_drop_count == 4 * 28 and r.zero_std_group_drop_count == 0
+    assert r.accepted == [7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95, 103, 111, 119, 127]
+    assert r.remaining == 16 and r.aborted == []
+
+
+def test_second_wave_is_submitted_at_the_time_of_the_decision_that_needed_it():
+    groups = [("technical", 1.0)] * 4 + [("zero_std", 2.0)] * 13 + [("varied", 3.0)] * 15 + [("varied", 0.5)] * 32
+    r = replay(groups, max_consecutive_failed_groups=8)
+    # at t=1: 4 technical drops (remaining 28); at t=2: 12 zero-std drops then remaining 16 -> 13th is a fallback
+    assert r.waves == 1 and r.fallback == [16]
+    groups = [("technical", 1.0)] * 7 + [("zero_std", 1.0)] + [("zero_std", 2.0)] * 12 + [("varied", 9.0)] * 12
+    groups += [("varied", 0.5)] * 32
+    r = replay(groups)
+    # t=1: 7 technical + 1 zero-std dropped -> remaining 24; t=2: 8 more zero-std dropped -> 16, then 4 fallbacks
+    assert r.waves == 1
+    groups = [("technical", 1.0)] * 7 + [("zero_std", 1.0)] * 9 + [("technical", 2.0)] + [("varied", 9.0)] * 15
+    groups += [("varied", 0.5)] * 32
+    r = replay(groups)
+    # t=1: 7 technical + 9 zero-std drops -> remaining 16; t=2: technical -> 15 < 16: wave 2 at t=2
+    assert r.waves == 2 and r.wave_times == [0.0, 2.0]
+    assert r.accepted[:16] == list(range(32, 48))  # wave 2's groups finish at 2.5, before wave 1's at 9
+
+
+def test_fallback_groups_are_never_evicted_and_surplus_never_trained():
+    groups = [("zero_std", 1.0)] * 18 + [("varied", 2.0)] * 14
+    r = replay(groups, over_sampling_batch_size=32)
+    assert r.fallback == [16, 17] and set(r.fallback) <= set(r.accepted)
+    groups = [("varied", 1.0)] * 20 + [("varied", 2.0)] * 12
+    r = replay(groups)
+    assert r.surplus == [16, 17, 18, 19] and not set(r.surplus) & set(r.accepted)
+    assert [e.decision for e in r.events if e.index in r.surplus] == [Decision.SURPLUS] * 4
+
+
+def test_remaining_equals_submitted_minus_dropped_at_every_event():
+    cycle = ["technical", "zero_std", "varied", "zero_std", "technical", "zero_std"]
+    groups = [(cycle[i % len(cycle)], 1.0 + (i * 7919 % 101) / 10) for i in range(400)]
+    r = replay(groups)
+    dropped = 0
+    for e in r.events:
+        dropped += e.decision is Decision.DROPPED
+        submitted_before = 32 * sum(1 for t in r.wave_times if t < e.time)
+        assert e.remaining == submitted_before - dropped
+    assert r.remaining == r.submitted - sum(len(v) for v in r.dropped.values())
+
+
+def test_over_sampling_equal_to_batch_size_admits_every_zero_std_group():
+    groups = [("zero_std", 1.0)] * 10 + [("varied", 1.0)] * 6
+    r = replay(groups, rollout_batch_size=16, over_sampling_batch_size=16)
+    assert r.zero_std_group_drop_count == 0 and len(r.fallback) == 10 and r.waves == 1
+
+
+def test_supply_exhausted_is_a_clear_error():
+    with pytest.raises(SupplyExhausted, match="wave 2 needs groups 32..63"):
+        replay([("technical", 1.0), ("varied", 1.0)] * 15 + [("technical", 1.0)] * 2)
+
+
+def test_the_stop_fires_during_replay():
+    with pytest.raises(TooManyTechnicalFailures, match="8 technical groups in a row"):
+        replay([("technical", 1.0)] * 32)
+
+
+def test_bad_supply_items_are_refused():
+    with pytest.raises(ValueError, match="duration"):
+        replay([("varied", -1.0)] * 32)
+    with pytest.raises(ValueError, match="unknown verdict"):
+        replay([("maybe", 1.0)] * 32)
+    with pytest.raises(ValueError, match=r"\(verdict, duration\)"):
+        replay(["varied"] * 32)
+
+
+def test_events_record_time_wave_verdict_decision_remaining_and_kept():
+    r = replay([(Verdict.VARIED, 2.0)] * 16 + [(Verdict.ZERO_STD, 1.0)] * 16)
+    first = r.events[0]
+    assert (first.time, first.index, first.wave, first.verdict, first.decision) == (
+        1.0,
+        16,
+        1,
+        Verdict.ZERO_STD,
+        Decision.DROPPED,
+    )
+    assert (first.remaining, first.kept, first.reason) == (31, 0, REASON_ZERO_STD)
+    assert r.events[-1].kept == 16 and r.end_time == 2.0
+    assert r.events[-1].as_dict()["decision"] == "accepted"
+
+
+def test_replay_is_deterministic():
+    groups = [(v, 1.0 + (i % 13) / 4) for i, v in enumerate(["varied", "zero_std", "technical"] * 40)]
+    first, second = replay(groups), replay(groups)
+    assert first.events == second.events and first.accepted == second.accepted

@@ -1,0 +1,56 @@
+"""A literal, unoptimised transcription of slime's ``generate_rollout_async`` loop (SPEC §8).
+
+Independent of ``WaveController`` on purpose: the property tests check that the
+state machine and ``replay`` decide exactly as this loop does.
+"""
+
+from __future__ import annotations
+
+
+def slime_loop(supply, target, wave_size, failure_limit=10**9):
+    """supply: [(verdict_str, duration)]. Returns dict of outcome lists, or raises RuntimeError on the stop."""
+    data, fallback, dropped, surplus, decisions = [], [], [], [], []
+    remaining, submitted, now, streak = 0, 0, 0.0, 0
+    pending = {}  # index -> completion time
+    while len(data) < target:
+        while remaining < target:
+            if submitted + wave_size > len(supply):
+                raise LookupError("supply exhausted")
+            for i in range(submitted, submitted + wave_size):
+                pending[i] = now + supply[i][1]
+            submitted += wave_size
+            remaining += wave_size
+        now = min(pending.values())
+        done = sorted(i for i, t in pending.items() if t == now)
+        for i in done:
+            del pending[i]
+        for i in done:
+            verdict = supply[i][0]
+            streak = streak + 1 if verdict == "technical" else 0
+            if streak >= failure_limit:
+                raise RuntimeError("stop")
+            keep = verdict == "varied"
+            keep_when_insufficient = verdict == "zero_std"
+            if not keep and not (keep_when_insufficient and remaining <= target):
+                remaining -= 1
+                dropped.append(i)
+                decisions.append((i, "dropped"))
+                continue
+            if len(data) < target:
+                data.append(i)
+                if not keep:
+                    fallback.append(i)
+                decisions.append((i, "accepted" if keep else "fallback"))
+            else:
+                surplus.append(i)
+                decisions.append((i, "surplus"))
+    return {
+        "accepted": data,
+        "fallback": fallback,
+        "dropped": sorted(dropped),
+        "surplus": surplus,
+        "aborted": sorted(pending),
+        "submitted": submitted,
+        "remaining": remaining,
+        "decisions": decisions,
+    }

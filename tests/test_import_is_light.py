@@ -1,0 +1,25 @@
+"""Importing shopsimrl must never import torch, ray, sglang, slime or transformers."""
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "ray", "sglang", "slime", "transformers", "wandb")
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["shopsimrl", "shopsimrl.sampling", "shopsimrl.cli", "shopsimrl.env", "shopsimrl.agent", "shopsimrl.rollout",
+     "shopsimrl.slime_runtime", "shopsimrl.slime_metrics"],
+)
+def test_import_loads_no_heavy_dependency(module):
+    code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"importing {module} loaded {out}"
+
+
+def test_sampling_core_imports_no_io_or_asyncio_module_of_the_package():
+    code = "import sys, shopsimrl.sampling; print(sorted(m for m in sys.modules if m.startswith('shopsimrl.') and not m.startswith('shopsimrl.sampling')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
