@@ -1,0 +1,52 @@
+"""The rollout layer: sibling episodes -> groups -> waves -> one kept batch per step.
+
+The async driver (:class:`StepDriver`, :func:`run_rollout`) runs
+:class:`shopsimrl.sampling.WaveController`; groups are triaged before the filter;
+each step leaves ``batch.jsonl``, ``events.jsonl``, ``metrics.json``, traces and
+triage under ``runs/<name>/step-<k>/``.  Importing this package never imports
+the agent, the environment's server, W&B or any training stack.
+"""
+
+from shopsimrl.rollout.driver import CompletionQueue, RunContext, StepDriver, StepObserver, StepProgress, WaveStats
+from shopsimrl.rollout.group import (
+    CLASSIFICATIONS,
+    EpisodeLike,
+    EpisodeMeter,
+    EpisodeRunner,
+    EpisodeSlots,
+    EpisodeSpec,
+    GroupRun,
+    classify,
+    run_group,
+)
+from shopsimrl.rollout.outputs import RunPaths, StepPaths
+from shopsimrl.rollout.report import StepReport, step_metrics
+from shopsimrl.rollout.run import RolloutConfig, RunResult, run_rollout
+from shopsimrl.rollout.tasks import NotEnoughTasksError, TaskSampler
+
+__all__ = [
+    "CLASSIFICATIONS",
+    "CompletionQueue",
+    "EpisodeLike",
+    "EpisodeMeter",
+    "EpisodeRunner",
+    "EpisodeSlots",
+    "EpisodeSpec",
+    "GroupRun",
+    "NotEnoughTasksError",
+    "RolloutConfig",
+    "RunContext",
+    "RunPaths",
+    "RunResult",
+    "StepDriver",
+    "StepObserver",
+    "StepPaths",
+    "StepProgress",
+    "StepReport",
+    "TaskSampler",
+    "WaveStats",
+    "classify",
+    "run_group",
+    "run_rollout",
+    "step_metrics",
+]

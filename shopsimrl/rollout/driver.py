@@ -1,0 +1,329 @@
+"""The async driver of one rollout step: waves of groups in, the controller's decisions out.
+
+It runs :class:`shopsimrl.sampling.WaveController` the way slime's
+``generate_rollout_async`` runs its loop: submit whole waves while
+``remaining < target``; await the first finished group, take every other group
+already finished as the same batch, hand the batch to the controller; stop at
+``target`` kept groups, then cancel everything still in flight and wait for it
+(each episode releases its env session while it unwinds).
+
+Completion costs O(1) per group: each group task pushes itself into an
+:class:`asyncio.Queue` from a done-callback (:class:`CompletionQueue`), instead of
+an ``asyncio.wait`` over the whole pending set at every completion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
+
+from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots, EpisodeSpec, GroupRun, episode_seed, run_group
+from shopsimrl.rollout.outputs import (
+    RunPaths,
+    append_failure_queue,
+    batch_records,
+    write_batch,
+    write_events,
+    write_step_metrics,
+    write_triage,
+)
+from shopsimrl.rollout.report import StepReport, step_metrics
+from shopsimrl.rollout.tasks import TaskSampler
+from shopsimrl.sampling import (
+    DROP_REASONS,
+    ConsecutiveFailureGuard,
+    Decision,
+    SamplingKnobs,
+    TooManyTechnicalFailures,
+    WaveController,
+)
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+
+class CompletionQueue(Generic[K, T]):
+    """Tasks that report their own completion: O(1) per finished task, batches as slime sees them."""
+
+    def __init__(self) -> None:
+        self._pending: dict[K, asyncio.Task[T]] = {}
+        self._done: asyncio.Queue[tuple[K, asyncio.Task[T]]] = asyncio.Queue()
+
+    def __len__(self) -> int:
+        """Tasks not yet finished."""
+        return len(self._pending)
+
+    def add(self, key: K, task: asyncio.Task[T]) -> None:
+        self._pending[key] = task
+        task.add_done_callback(partial(self._finished, key))
+
+    def _finished(self, key: K, task: asyncio.Task[T]) -> None:
+        if self._pending.pop(key, None) is not None and not task.cancelled():
+            self._done.put_nowait((key, task))
+
+    async def next_batch(self) -> list[tuple[K, asyncio.Task[T]]]:
+        """Wait for one finished task, then take every other one that has finished too."""
+        batch = [await self._done.get()]
+        while not self._done.empty():
+            batch.append(self._done.get_nowait())
+        return batch
+
+    async def cancel_all(self) -> tuple[list[K], list[K]]:
+        """Cancel every unfinished task and wait until all have unwound.
+
+        Returns (cancelled keys, keys that had finished but were never taken by ``next_batch``).
+        """
+        cancelled = list(self._pending)
+        tasks = list(self._pending.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._pending.clear()
+        undelivered = []
+        while not self._done.empty():
+            undelivered.append(self._done.get_nowait()[0])
+        return cancelled, undelivered
+
+
+@dataclass
+class WaveStats:
+    """One wave's line in the live view."""
+
+    wave: int
+    submitted: int = 0
+    completed: int = 0
+    accepted: int = 0
+    fallback: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: {r: 0 for r in DROP_REASONS})
+    surplus: int = 0
+    aborted: int = 0
+    running: int = 0  # filled in by snapshots: groups with an episode slot, not finished
+
+    @property
+    def kept(self) -> int:
+        return self.accepted + self.fallback
+
+
+@dataclass
+class StepProgress:
+    """What the live view shows of a running step."""
+
+    step: int
+    elapsed: float
+    target: int
+    kept: int
+    remaining: int
+    episodes_running: int
+    waves: list[WaveStats]
+    state: str
+
+
+class StepObserver(Protocol):
+    """Receives the step's progress (the live view); every call comes from the event loop."""
+
+    def step_started(self, step: int, target: int) -> None: ...
+
+    def progressed(self, snapshot: Callable[[], StepProgress]) -> None: ...
+
+    def step_finished(self, report: StepReport | None, progress: StepProgress) -> None: ...
+
+
+@dataclass
+class RunContext:
+    """What the steps of one run share: the guard's streak, the sampler's epoch position, the slots."""
+
+    knobs: SamplingKnobs
+    runner: EpisodeRunner
+    sampler: TaskSampler
+    guard: ConsecutiveFailureGuard
+    slots: EpisodeSlots
+    paths: RunPaths
+    seed: int = 0
+    observer: StepObserver | None = None
+    clock: Callable[[], float] = time.perf_counter
+
+
+class StepDriver:
+    """One rollout step.  ``await StepDriver(ctx, k).run()`` returns its report (outputs written)."""
+
+    def __init__(self, ctx: RunContext, step: int) -> None:
+        self.ctx = ctx
+        self.step = step
+        self.paths = ctx.paths.step(step)
+        knobs = ctx.knobs
+        self.controller = WaveController(
+            knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.max_consecutive_failed_groups,
+            guard=ctx.guard,
+        )
+        self.groups: dict[int, GroupRun] = {}
+        self.waves: dict[int, WaveStats] = {}
+        self.events: list[dict[str, Any]] = []
+        self.completions: CompletionQueue[int, GroupRun] = CompletionQueue()
+        self.decisions: dict[int, str] = {}
+        self.batches = 0
+        self.wall_seconds = 0.0
+        self._t0 = 0.0
+
+    def _now(self) -> float:
+        return self.ctx.clock() - self._t0
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def run(self) -> StepReport:
+        ctx = self.ctx
+        ctx.guard.trace_dir = str(self.paths.traces)
+        ctx.sampler.begin_step()
+        self._t0 = ctx.clock()
+        observer = ctx.observer
+        if observer:
+            observer.step_started(self.step, self.controller.target)
+        self._event(0.0, "step_start", step=self.step, knobs=ctx.knobs.as_dict(), sampler=ctx.sampler.state())
+        try:
+            try:
+                self._submit(0.0)
+                while not self.controller.done:
+                    batch = await self.completions.next_batch()
+                    now = self._now()
+                    self.batches += 1
+                    self._decide(now, [task.result() for _key, task in batch])
+                    self._submit(now)
+                    if observer:
+                        observer.progressed(self.progress)
+            except TooManyTechnicalFailures as exc:
+                self._event(self._now(), "stopped", reason="too_many_technical_failures", message=str(exc),
+                            groups=exc.groups)
+                raise
+            finally:
+                await self._abort()
+                write_events(self.paths, self.events)
+        except BaseException:
+            if observer:
+                observer.step_finished(None, self.progress())
+            raise
+        report = self._report()
+        write_batch(self.paths, batch_records(
+            [self.groups[i] for i in report.kept], self.decisions, step=self.step,
+            n_samples_per_prompt=ctx.knobs.n_samples_per_prompt, global_batch_size=ctx.knobs.global_batch_size,
+        ))
+        write_step_metrics(ctx.paths, self.paths, self.step, report.metrics)
+        if observer:
+            observer.step_finished(report, self.progress())
+        return report
+
+    def _submit(self, now: float) -> None:
+        """Open whole waves while the controller says ``remaining < target``."""
+        controller = self.controller
+        new = controller.submit()
+        if not new:
+            return
+        task_ids = self.ctx.sampler.take(len(new))
+        n = self.ctx.knobs.n_samples_per_prompt
+        by_wave: dict[int, list[int]] = {}
+        for index, task_id in zip(new, task_ids):
+            wave = controller.wave_of(index)
+            by_wave.setdefault(wave, []).append(index)
+            specs = [
+                EpisodeSpec(
+                    task_id=task_id,
+                    rollout_id=f"s{self.step}-g{index}-r{i}",
+                    seed=episode_seed(self.ctx.seed, self.step, index, i),
+                    trace_path=self.paths.trace(index, i),
+                    group_index=index,
+                    sibling=i,
+                )
+                for i in range(n)
+            ]
+            group = GroupRun(index=index, wave=wave, task_id=task_id, specs=specs)
+            self.groups[index] = group
+            task = asyncio.create_task(
+                run_group(group, self.ctx.runner, self.ctx.slots, on_finished=self._group_finished),
+                name=f"shopsimrl-step{self.step}-group{index}",
+            )
+            self.completions.add(index, task)
+        for wave, indices in by_wave.items():
+            self.waves[wave] = WaveStats(wave, submitted=len(indices))
+            self._event(now, "wave", wave=wave, first_index=indices[0], last_index=indices[-1],
+                        task_ids=[self.groups[i].task_id for i in indices], remaining=controller.remaining)
+        if self.ctx.observer:
+            self.ctx.observer.progressed(self.progress)
+
+    def _group_finished(self, group: GroupRun) -> None:
+        """Triage (and the Failure Analyst queue) before the group reaches the filter."""
+        write_triage(self.paths, group, step=self.step, finished_at=self._now())
+        if group.classification == "all_wrong":
+            append_failure_queue(self.ctx.paths, group, step=self.step)
+
+    def _decide(self, now: float, finished: list[GroupRun]) -> None:
+        decisions = self.controller.complete_batch([(g.index, g.verdict) for g in finished])  # type: ignore[misc]
+        for d in decisions:
+            group = self.groups[d.index]
+            stats = self.waves[d.wave]
+            stats.completed += 1
+            if d.decision is Decision.ACCEPTED:
+                stats.accepted += 1
+            elif d.decision is Decision.FALLBACK:
+                stats.fallback += 1
+            elif d.decision is Decision.DROPPED:
+                stats.dropped[d.reason] += 1  # type: ignore[index]
+            else:
+                stats.surplus += 1
+            self.decisions[d.index] = d.decision.value
+            self._event(now, "decision", batch=self.batches, task_id=group.task_id,
+                        classification=group.classification, **d.as_dict())
+
+    async def _abort(self) -> None:
+        """Cancel every in-flight group and wait until each episode has released its env session."""
+        now = self._now()
+        cancelled, undelivered = await self.completions.cancel_all()
+        aborted = self.controller.abort()
+        for index in aborted:
+            self.waves[self.controller.wave_of(index)].aborted += 1
+        self.wall_seconds = self._now()
+        self._event(now, "abort", aborted=aborted, finished_not_judged=sorted(undelivered),
+                    cancelled=len(cancelled), seconds=round(self.wall_seconds - now, 6))
+
+    def _event(self, t: float, event: str, **fields: Any) -> None:
+        self.events.append({"t": round(t, 6), "event": event, **fields})
+
+    # -- views -------------------------------------------------------------------------------
+    def progress(self) -> StepProgress:
+        waves = sorted(self.waves.values(), key=lambda w: w.wave)
+        for w in waves:
+            w.running = 0
+        for index in self.controller.in_flight:
+            group = self.groups[index]
+            if group.started:
+                self.waves[group.wave].running += 1
+        return StepProgress(
+            step=self.step,
+            elapsed=self._now(),
+            target=self.controller.target,
+            kept=len(self.controller.kept),
+            remaining=self.controller.remaining,
+            episodes_running=self.ctx.slots.in_use,
+            waves=waves,
+            state=self.controller.state,
+        )
+
+    def _report(self) -> StepReport:
+        c = self.controller
+        report = StepReport(
+            step=self.step,
+            knobs=self.ctx.knobs,
+            groups=self.groups,
+            kept=list(c.kept),
+            fallback=list(c.fallback),
+            dropped={r: list(ids) for r, ids in c.dropped.items()},
+            surplus=list(c.surplus),
+            aborted=list(c.aborted),
+            waves=c.waves,
+            wall_seconds=self.wall_seconds,
+            events=self.events,
+        )
+        report.metrics = step_metrics(report)
+        return report
+

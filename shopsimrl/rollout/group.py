@@ -1,0 +1,248 @@
+"""Siblings -> group: run ``n_samples_per_prompt`` episodes of one task, then triage them.
+
+A group is the unit the filter judges, so it completes only when every sibling
+has finished.  Its triage (classification, per-sibling rewards, end reasons,
+errors, trace paths) is written here, *before* the driver hands the group to
+the controller: an all-wrong group dropped as zero-std must still reach the
+Failure Analyst.  The verdict comes from :func:`shopsimrl.sampling.group_verdict`
+on slime-like samples, so the rule lives in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from shopsimrl.sampling import Verdict, group_verdict
+
+CLASSIFICATIONS = ("technical", "all_wrong", "all_correct", "same_partial", "varied")
+
+
+class EpisodeLike(Protocol):
+    """What the rollout reads of an episode result (``shopsimrl.agent.EpisodeResult`` has all of it)."""
+
+    task_id: str
+    rollout_id: str
+    seed: int
+    scored: bool
+    reward: float | None
+    strict_reward: float | None
+    success: float | None
+    end_reason: str | None
+    error: Any
+    turns: int
+    env_steps: int
+    wall_seconds: float
+    trace_path: str | None
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeSpec:
+    """Everything needed to start one sibling episode."""
+
+    task_id: str
+    rollout_id: str
+    seed: int
+    trace_path: Path
+    group_index: int
+    sibling: int
+
+
+@dataclass(slots=True)
+class EpisodeMeter:
+    """Live progress of one episode, updated by the runner: the only record an aborted episode leaves."""
+
+    env_steps: int = 0
+    started: float | None = None
+    seconds: float = 0.0
+
+
+EpisodeRunner = Callable[[EpisodeSpec, EpisodeMeter], Awaitable[EpisodeLike]]
+
+
+@dataclass(slots=True)
+class FailedEpisode:
+    """Stands in for a result when the runner itself raised: an unscored, technical sibling."""
+
+    task_id: str
+    rollout_id: str
+    seed: int
+    error: dict[str, Any]
+    trace_path: str | None = None
+    env_steps: int = 0
+    wall_seconds: float = 0.0
+    scored: bool = False
+    reward: float | None = None
+    strict_reward: float | None = None
+    success: float | None = None
+    end_reason: str | None = "runner_error"
+    turns: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+
+
+class EpisodeSlots:
+    """The global episode-concurrency limit (a semaphore) that also knows how many slots are in use."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"episode concurrency must be >= 1, got {limit}")
+        self.limit = limit
+        self.in_use = 0
+        self._semaphore = asyncio.Semaphore(limit)
+
+    async def __aenter__(self) -> None:
+        await self._semaphore.acquire()
+        self.in_use += 1
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.in_use -= 1
+        self._semaphore.release()
+
+
+def episode_seed(run_seed: int, step: int, group_index: int, sibling: int) -> int:
+    """A stable 31-bit seed per sibling: siblings differ, reruns repeat."""
+    digest = hashlib.blake2b(f"{run_seed}/{step}/{group_index}/{sibling}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+@dataclass(slots=True)
+class GroupRun:
+    """One submitted group: its siblings' meters while running, its results once finished."""
+
+    index: int
+    wave: int
+    task_id: str
+    specs: list[EpisodeSpec]
+    meters: list[EpisodeMeter] = field(default_factory=list)
+    episodes: list[EpisodeLike] = field(default_factory=list)
+    verdict: Verdict | None = None
+    classification: str | None = None
+    triage_path: Path | None = None
+    started: bool = False  # at least one sibling got an episode slot
+
+    @property
+    def env_steps(self) -> int:
+        return sum(m.env_steps for m in self.meters)
+
+    def episode_seconds(self, now: float | None = None) -> float:
+        """Episode-seconds spent so far (an episode still running counts up to ``now``)."""
+        now = time.perf_counter() if now is None else now
+        total = 0.0
+        for m in self.meters:
+            if m.seconds:  # finished (or cancelled)
+                total += m.seconds
+            elif m.started is not None:  # still running
+                total += max(0.0, now - m.started)
+        return total
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The siblings as slime-like samples (what ``group_verdict`` reads)."""
+        n = len(self.specs)
+        return [
+            {
+                "index": self.index * n + i,
+                "rollout_id": ep.rollout_id,
+                "reward": ep.reward,
+                "metadata": {"shopsim_scored": bool(ep.scored)},
+            }
+            for i, ep in enumerate(self.episodes)
+        ]
+
+
+def classify(verdict: Verdict, episodes: Sequence[EpisodeLike]) -> str:
+    """Triage label: technical; all_wrong / all_correct by r_success; same_partial; varied."""
+    if verdict is Verdict.TECHNICAL:
+        return "technical"
+    successes = [ep.success for ep in episodes]
+    if all(not s for s in successes):
+        return "all_wrong"
+    if all(s == 1 for s in successes):
+        return "all_correct"
+    return "same_partial" if verdict is Verdict.ZERO_STD else "varied"
+
+
+def triage_record(group: GroupRun, *, step: int, finished_at: float) -> dict[str, Any]:
+    """The triage JSON of a finished group (no decision: it is written before the filter)."""
+    return {
+        "step": step,
+        "group_index": group.index,
+        "wave": group.wave,
+        "task_id": group.task_id,
+        "classification": group.classification,
+        "verdict": group.verdict.value if group.verdict else None,
+        "finished_at": round(finished_at, 6),
+        "siblings": [
+            {
+                "sibling": i,
+                "rollout_id": ep.rollout_id,
+                "seed": ep.seed,
+                "scored": bool(ep.scored),
+                "reward": ep.reward,
+                "strict_reward": ep.strict_reward,
+                "success": ep.success,
+                "end_reason": ep.end_reason,
+                "error": ep.error,
+                "turns": ep.turns,
+                "env_steps": ep.env_steps,
+                "wall_seconds": ep.wall_seconds,
+                "trace_path": str(ep.trace_path) if ep.trace_path else None,
+            }
+            for i, ep in enumerate(group.episodes)
+        ],
+    }
+
+
+async def _run_sibling(
+    runner: EpisodeRunner, spec: EpisodeSpec, meter: EpisodeMeter, slots: EpisodeSlots, group: GroupRun
+) -> EpisodeLike:
+    """One episode under the global concurrency limit; a runner exception becomes a technical sibling."""
+    async with slots:
+        group.started = True
+        meter.started = time.perf_counter()
+        try:
+            return await runner(spec, meter)
+        except Exception as exc:  # the runner's contract is "never raises"; a bug must not kill the step
+            return FailedEpisode(
+                task_id=spec.task_id,
+                rollout_id=spec.rollout_id,
+                seed=spec.seed,
+                error={"type": type(exc).__name__, "message": str(exc), "stage": "runner",
+                       "traceback": traceback.format_exc(limit=5)},
+                env_steps=meter.env_steps,
+                wall_seconds=time.perf_counter() - meter.started,
+            )
+        finally:
+            meter.seconds = max(time.perf_counter() - meter.started, 1e-9)
+
+
+async def run_group(
+    group: GroupRun,
+    runner: EpisodeRunner,
+    slots: EpisodeSlots,
+    *,
+    on_finished: Callable[[GroupRun], None] | None = None,
+) -> GroupRun:
+    """Run every sibling concurrently; once all are back, set the verdict and call ``on_finished`` (triage).
+
+    Cancelling this coroutine cancels every sibling and waits for them, so each
+    releases its env session before the cancellation completes.
+    """
+    group.meters = [EpisodeMeter() for _ in group.specs]
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(_run_sibling(runner, s, m, slots, group)) for s, m in zip(group.specs, group.meters)]
+    group.episodes = [t.result() for t in tasks]
+    group.verdict = group_verdict(group.samples(), label=f"group {group.index}")
+    group.classification = classify(group.verdict, group.episodes)
+    if on_finished is not None:
+        on_finished(group)
+    return group

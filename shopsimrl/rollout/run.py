@@ -1,0 +1,87 @@
+"""A rollout run: ``steps`` rollout steps sharing one task sampler, one failure guard and one slot pool.
+
+State that must outlive a step (the sampler's epoch position, the consecutive
+technical-failure streak) lives in explicit objects created here, once per run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shopsimrl.io import atomic_write_json
+from shopsimrl.rollout.driver import RunContext, StepDriver, StepObserver
+from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
+from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
+from shopsimrl.rollout.report import StepReport
+from shopsimrl.rollout.tasks import TaskSampler
+from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
+
+DEFAULT_EPISODE_CONCURRENCY = 64
+
+
+def default_run_name() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    knobs: SamplingKnobs = field(default_factory=SamplingKnobs)
+    steps: int = 1
+    seed: int = 0
+    out: Path = Path("runs")
+    name: str = field(default_factory=default_run_name)
+    episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.episode_concurrency < 1:
+            raise ValueError(f"episode concurrency must be >= 1, got {self.episode_concurrency}")
+
+
+@dataclass
+class RunResult:
+    paths: RunPaths
+    reports: list[StepReport]
+
+
+async def run_rollout(
+    config: RolloutConfig,
+    runner: EpisodeRunner,
+    task_ids: Sequence[str],
+    *,
+    observer: StepObserver | None = None,
+    on_step: Callable[[StepReport], None] | None = None,
+    extra_config: dict[str, object] | None = None,
+) -> RunResult:
+    """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run."""
+    paths = prepare_run_dir(config.out, config.name)
+    atomic_write_json(paths.config, {
+        "name": config.name,
+        "steps": config.steps,
+        "seed": config.seed,
+        "episode_concurrency": config.episode_concurrency,
+        "knobs": config.knobs.as_dict(),
+        "train_tasks": len(task_ids),
+        **(extra_config or {}),
+    })
+    ctx = RunContext(
+        knobs=config.knobs,
+        runner=runner,
+        sampler=TaskSampler(task_ids, seed=config.seed),
+        guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
+        slots=EpisodeSlots(config.episode_concurrency),
+        paths=paths,
+        seed=config.seed,
+        observer=observer,
+    )
+    reports: list[StepReport] = []
+    for k in range(1, config.steps + 1):
+        report = await StepDriver(ctx, k).run()
+        reports.append(report)
+        if on_step is not None:
+            on_step(report)
+    return RunResult(paths, reports)
