@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from shopsimrl.sampling.filter import DROP_REASONS, filter_output, should_drop
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
@@ -42,8 +42,9 @@ class Decision(str, Enum):
     SURPLUS = "surplus"  # not dropped, but data was already full: never trained
 
 
-@dataclass(frozen=True, slots=True)
-class GroupDecision:
+class GroupDecision(NamedTuple):
+    """The controller's answer for one completed group (a tuple: cheap on the hot path)."""
+
     index: int  # submission index of the group in this step
     wave: int  # 1-based wave the group was submitted in
     verdict: Verdict
@@ -149,7 +150,11 @@ class WaveController:
 
     def complete(self, index: int, verdict: Verdict | str) -> GroupDecision:
         """One group finished on its own (a batch of one)."""
-        return self.complete_batch(((index, verdict),))[0]
+        self._check_live("complete")
+        self._check_not_done()
+        if index not in self._in_flight:
+            raise ControllerStateError(self._not_in_flight(index))
+        return self._decide(index, verdict if type(verdict) is Verdict else Verdict.parse(verdict))
 
     def complete_batch(self, completions: Iterable[tuple[int, Verdict | str]]) -> list[GroupDecision]:
         """Groups that finished together: each is filtered and counted, in submission order.
@@ -158,48 +163,43 @@ class WaveController:
         filtered (a drop still counts); if not dropped it is surplus.
         """
         self._check_live("complete_batch")
-        if self.done:
-            raise ControllerStateError(
-                f"state DONE: the step already kept {len(self.kept)}/{self.target} groups; abort the "
-                f"{len(self._in_flight)} in-flight groups instead of completing more"
-            )
+        self._check_not_done()
         batch = sorted((int(i), Verdict.parse(v)) for i, v in completions)
         for i, (index, _verdict) in enumerate(batch):
             if index not in self._in_flight:
                 raise ControllerStateError(self._not_in_flight(index))
             if i and batch[i - 1][0] == index:
                 raise ControllerStateError(f"group {index} appears twice in one batch")
-        decisions = []
-        target, kept, in_flight = self.target, self.kept, self._in_flight
-        for index, verdict in batch:
-            in_flight.discard(index)
-            self.completed += 1
-            try:
-                self.guard.observe(verdict, index)
-            except BaseException as exc:
-                self._failed = exc
-                raise
-            output = filter_output(verdict)
-            if should_drop(output, self.remaining, target):
-                self.remaining -= 1
-                self.dropped[output.reason].append(index)  # type: ignore[index]
-                decision = Decision.DROPPED
-            elif len(kept) < target:
-                kept.append(index)
-                if output.keep:
-                    decision = Decision.ACCEPTED
-                else:
-                    self.fallback.append(index)
-                    decision = Decision.FALLBACK
+        return [self._decide(index, verdict) for index, verdict in batch]
+
+    def _decide(self, index: int, verdict: Verdict) -> GroupDecision:
+        """Filter one in-flight group and apply slime's drop rule: the hot path."""
+        self._in_flight.discard(index)
+        self.completed += 1
+        try:
+            self.guard.observe(verdict, index)
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        output = filter_output(verdict)
+        kept = self.kept
+        if should_drop(output, self.remaining, self.target):
+            self.remaining -= 1
+            self.dropped[output.reason].append(index)  # type: ignore[index]
+            decision = Decision.DROPPED
+        elif len(kept) < self.target:
+            kept.append(index)
+            if output.keep:
+                decision = Decision.ACCEPTED
             else:
-                self.surplus.append(index)
-                decision = Decision.SURPLUS
-            decisions.append(
-                GroupDecision(
-                    index, self.wave_of(index), verdict, decision, output.reason, self.remaining, len(kept)
-                )
-            )
-        return decisions
+                self.fallback.append(index)
+                decision = Decision.FALLBACK
+        else:
+            self.surplus.append(index)
+            decision = Decision.SURPLUS
+        return GroupDecision(
+            index, bisect_right(self._wave_starts, index), verdict, decision, output.reason, self.remaining, len(kept)
+        )
 
     def abort(self) -> list[int]:
         """End the step: every in-flight group is aborted (never trained, never counted as completed)."""
@@ -215,6 +215,13 @@ class WaveController:
             raise ControllerStateError(f"state FAILED: {what}() after the step failed with: {self._failed}")
         if self._aborted_step:
             raise ControllerStateError(f"state ABORTED: {what}() after abort(); create a new controller per step")
+
+    def _check_not_done(self) -> None:
+        if len(self.kept) >= self.target:
+            raise ControllerStateError(
+                f"state DONE: the step already kept {len(self.kept)}/{self.target} groups; abort the "
+                f"{len(self._in_flight)} in-flight groups instead of completing more"
+            )
 
     def _not_in_flight(self, index: int) -> str:
         if not 0 <= index < self.submitted:

@@ -36,8 +36,9 @@ class ConsecutiveFailureGuard:
     def observe(self, verdict: Verdict, group: object = None) -> None:
         """Record one filtered group; raise ``TooManyTechnicalFailures`` when the streak reaches the limit."""
         if verdict is not Verdict.TECHNICAL:
-            self.count = 0
-            self._recent.clear()
+            if self.count:
+                self.count = 0
+                self._recent.clear()
             return
         self.count += 1
         self._recent.append(str(group) if group is not None else "?")

@@ -17,6 +17,7 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from shopsimrl.sampling.controller import Decision, GroupDecision, WaveController
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
@@ -33,8 +34,7 @@ class SupplyExhausted(RuntimeError):
     """A wave was needed but the supply has fewer groups than the wave submits."""
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayEvent:
+class ReplayEvent(NamedTuple):
     """One decision, with the simulated time it was taken at."""
 
     time: float
@@ -153,16 +153,18 @@ def replay(
     while not controller.done:
         if not pending:  # cannot happen: remaining < target always opens a wave
             raise AssertionError(f"controller stalled in state {controller.state}: {controller.summary()}")
-        now = pending[0][0]
-        batch: list[tuple[int, Verdict]] = []
-        while pending and pending[0][0] == now:
-            index = heapq.heappop(pending)[1]
-            batch.append((index, supply[index][0]))
-        decisions: list[GroupDecision] = controller.complete_batch(batch)
-        events.extend(
-            ReplayEvent(now, d.index, d.wave, d.verdict, d.decision, d.reason, d.remaining, d.kept) for d in decisions
-        )
-        submit_waves()
+        now, index = heapq.heappop(pending)
+        if pending and pending[0][0] == now:  # simultaneous completions: one batch
+            batch = [(index, supply[index][0])]
+            while pending and pending[0][0] == now:
+                index = heapq.heappop(pending)[1]
+                batch.append((index, supply[index][0]))
+            decisions: list[GroupDecision] = controller.complete_batch(batch)
+        else:
+            decisions = [controller.complete(index, supply[index][0])]
+        events.extend(ReplayEvent(now, *d) for d in decisions)
+        if controller.remaining < controller.target:
+            submit_waves()
     aborted = controller.abort()
     return ReplayResult(
         accepted=list(controller.kept),

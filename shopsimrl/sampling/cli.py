@@ -1,0 +1,108 @@
+"""``shopsimrl replay``: run the wave state machine on a supply of groups and show every decision.
+
+This is the only module of ``shopsimrl.sampling`` that does I/O; the core does not import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from shopsimrl.sampling.knobs import (
+    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    DEFAULT_OVER_SAMPLING_BATCH_SIZE,
+    DEFAULT_ROLLOUT_BATCH_SIZE,
+    KnobError,
+)
+
+#: Built-in supplies: (verdict, duration) lists that illustrate SPEC sections.
+EXAMPLES: dict[str, tuple[str, list[tuple[str, float]]]] = {
+    "spec4": (
+        "SPEC §4: 16 zero-std finish first, then 2 more zero-std, then 14 with spread",
+        [("zero_std", 1.0)] * 16 + [("zero_std", 2.0)] * 2 + [("varied", 3.0)] * 14,
+    ),
+    "technical-waves": (
+        "SPEC §5: 7 technical for every varied group: technical drops force a second, third and fourth wave",
+        ([("technical", 1.0)] * 7 + [("varied", 1.0)]) * 16,
+    ),
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "replay",
+        help="replay the wave state machine on a supply of groups",
+        description="Replay slime's dynamic-sampling loop (with the ShopSim filter) on a supply of groups, "
+        "deterministically, and print every decision.",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("supply", nargs="?", type=Path, help="JSON list of [verdict, duration] or CSV with columns verdict,duration")
+    source.add_argument("--example", choices=sorted(EXAMPLES), help="a built-in supply")
+    p.add_argument("--rollout-batch-size", type=int, default=DEFAULT_ROLLOUT_BATCH_SIZE)
+    p.add_argument("--over-sampling-batch-size", type=int, default=DEFAULT_OVER_SAMPLING_BATCH_SIZE)
+    p.add_argument("--max-consecutive-failed-groups", type=int, default=DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS)
+    p.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
+    p.set_defaults(handler=run)
+
+
+def load_supply(path: Path) -> list[tuple[str, float]]:
+    """Read a supply file: JSON ``[[verdict, duration], ...]`` or CSV with ``verdict`` and ``duration`` columns."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".csv":
+        rows = list(csv.DictReader(text.splitlines()))
+        if rows and not {"verdict", "duration"} <= rows[0].keys():
+            raise ValueError(f"{path}: CSV needs the columns verdict,duration; found {sorted(rows[0])}")
+        return [(row["verdict"], float(row["duration"])) for row in rows]
+    data: Any = json.loads(text)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of [verdict, duration] pairs")
+    return [(str(item[0]), float(item[1])) for item in data]
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from shopsimrl.sampling.guard import TooManyTechnicalFailures
+    from shopsimrl.sampling.replay import SupplyExhausted, replay
+
+    console = Console()
+    try:
+        if args.example:
+            title, supply = EXAMPLES[args.example]
+        else:
+            title, supply = str(args.supply), load_supply(args.supply)
+        result = replay(
+            supply,
+            rollout_batch_size=args.rollout_batch_size,
+            over_sampling_batch_size=args.over_sampling_batch_size,
+            max_consecutive_failed_groups=args.max_consecutive_failed_groups,
+        )
+    except (KnobError, ValueError, OSError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    except (SupplyExhausted, TooManyTechnicalFailures) as exc:
+        console.print(f"[red]{type(exc).__name__}:[/] {exc}")
+        return 3
+    if args.json:
+        print(json.dumps({"summary": result.summary(), "accepted": result.accepted, "fallback": result.fallback,
+                          "dropped": result.dropped, "surplus": result.surplus, "aborted": result.aborted,
+                          "wave_times": result.wave_times, "events": [e.as_dict() for e in result.events]}, indent=2))
+        return 0
+    console.print(f"[bold]{title}[/]  (target {args.rollout_batch_size}, wave {args.over_sampling_batch_size})")
+    events = Table("t", "group", "wave", "verdict", "decision", "remaining", "kept", title="decisions")
+    for e in result.events:
+        style = {"dropped": "red", "fallback": "yellow", "surplus": "magenta"}.get(e.decision.value, "green")
+        events.add_row(f"{e.time:g}", str(e.index), str(e.wave), e.verdict.value, f"[{style}]{e.decision.value}[/]",
+                       str(e.remaining), str(e.kept))
+    console.print(events)
+    summary = Table("kept", "fallback", "zero-std drops", "technical drops", "surplus", "aborted", "waves", "submitted",
+                    title="step")
+    s = result.summary()
+    summary.add_row(*(str(s[k]) for k in ("kept", "fallback", "zero_std_group_drop_count", "technical_group_drop_count",
+                                          "surplus", "aborted", "waves", "submitted")))
+    console.print(summary)
+    return 0
