@@ -1,0 +1,268 @@
+"""The ``openai`` policy, through the real openai client over real HTTP to a scripted server.
+
+A tiny FastAPI app on 127.0.0.1 (uvicorn in a background thread, free port) plays an
+OpenAI-compatible chat-completions server: it answers each request with the next
+scripted reply (well-formed, malformed, or an HTTP error) and records every request
+body, so the tests check both what the model was sent and how its replies are handled.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import uvicorn
+from agent.fakes import TASK, FakeEnv, observation
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from shopsimrl.agent import OpenAIPolicy, make_policy, run_episode
+from shopsimrl.agent.openai_policy import DEFAULT_SYSTEM_PROMPT
+
+
+@dataclass
+class ScriptedServer:
+    base_url: str
+    script: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+    def load(self, *replies: tuple[int, dict[str, Any]]) -> None:
+        self.script[:] = replies
+        self.requests.clear()
+        self.headers.clear()
+
+
+def _app(server: ScriptedServer) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def completions(request: Request) -> JSONResponse:
+        server.requests.append(await request.json())
+        server.headers.append(dict(request.headers))
+        status, body = server.script.pop(0) if server.script else (500, {"error": {"message": "script exhausted"}})
+        return JSONResponse(body, status_code=status)
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    scripted = ScriptedServer(base_url=f"http://127.0.0.1:{port}/v1")
+    uv = uvicorn.Server(uvicorn.Config(_app(scripted), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not uv.started:
+        assert time.monotonic() < deadline, "scripted server did not start"
+        time.sleep(0.01)
+    yield scripted
+    uv.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+def reply(*calls: tuple[str, str], text: str | None = None, finish: str | None = None) -> tuple[int, dict[str, Any]]:
+    tool_calls = [
+        {"id": f"call_{i}_{name}", "type": "function", "function": {"name": name, "arguments": arguments}}
+        for i, (name, arguments) in enumerate(calls)
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish or ("tool_calls" if calls else "stop")}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }
+    return 200, body
+
+
+def error(status: int) -> tuple[int, dict[str, Any]]:
+    return status, {"error": {"message": f"status {status}", "type": "test", "code": status}}
+
+
+SEARCH = ("search", '{"query": "red hiking boots"}')
+WIN = [reply(SEARCH), reply(("click", '{"value": "p1"}')), reply(("click", '{"value": "size=9"}')),
+       reply(("click", '{"value": "buy now"}'))]
+
+
+def policy(server: ScriptedServer, **options: Any) -> OpenAIPolicy:
+    options = {"base_url": server.base_url, "model": "test-model", "retry_initial_delay": 0.01, "retry_max_delay": 0.02,
+               "timeout": 10.0, **options}
+    built = make_policy("openai", **options)
+    assert isinstance(built, OpenAIPolicy)
+    return built
+
+
+async def episode(server: ScriptedServer, env: FakeEnv, **options: Any):
+    p = policy(server, **options)
+    try:
+        return await run_episode(env, p, TASK.task_id, rollout_id="r", seed=5)
+    finally:
+        await p.aclose()
+
+
+async def test_a_winning_conversation_and_the_requests_it_sends(server: ScriptedServer, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.load(*WIN)
+    env = FakeEnv()
+    result = await episode(server, env)
+    assert result.scored and result.reward == 1.0 and result.turns == 4
+    assert (result.prompt_tokens, result.completion_tokens) == (400, 40)
+    assert env.leased == 0
+
+    first, second, last = server.requests[0], server.requests[1], server.requests[-1]
+    assert first["model"] == "test-model"
+    assert first["temperature"] == 0.6 and first["top_p"] == 1.0 and first["max_tokens"] == 1024
+    assert "seed" not in first
+    assert first["messages"][0] == {"role": "system", "content": DEFAULT_SYSTEM_PROMPT}
+    user = first["messages"][1]
+    assert user["role"] == "user" and TASK.instruction in user["content"] and observation("search").text in user["content"]
+    assert len(first["messages"]) == 2
+    assert first["tools"] == observation("search").tools  # only search on the search page
+
+    assistant, tool = second["messages"][2], second["messages"][3]
+    assert assistant["role"] == "assistant"
+    assert assistant["tool_calls"] == [{"id": "call_0_search", "type": "function",
+                                        "function": {"name": "search", "arguments": SEARCH[1]}}]
+    assert tool == {"role": "tool", "tool_call_id": "call_0_search", "content": observation("results").text}
+    assert second["tools"] == observation("results").tools  # the click enum of the new page
+    assert [m["role"] for m in last["messages"]] == ["system", "user"] + ["assistant", "tool"] * 3
+    assert server.headers[0]["authorization"] == "Bearer EMPTY"
+
+
+async def test_api_key_comes_from_the_configured_variable(server: ScriptedServer, monkeypatch) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-test-123")
+    server.load(*WIN)
+    result = await episode(server, FakeEnv(), api_key_env="MY_KEY", temperature=0.9, top_p=0.8, max_tokens=64,
+                           send_seed=True, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert result.scored
+    assert server.headers[0]["authorization"] == "Bearer sk-test-123"
+    body = server.requests[0]
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (0.9, 0.8, 64, 5)
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "sk-test-123" not in json.dumps(policy(server, api_key_env="MY_KEY").describe())
+
+
+async def test_two_tool_calls_are_answered_each_with_the_error(server: ScriptedServer) -> None:
+    server.load(reply(SEARCH, ("search", '{"query": "boots"}')), *WIN)
+    result = await episode(server, FakeEnv())
+    assert result.scored and result.reward == 1.0 and result.protocol_errors == 1 and result.turns == 5
+    messages = server.requests[1]["messages"]
+    tools = [m for m in messages if m["role"] == "tool"]
+    assert [t["tool_call_id"] for t in tools] == ["call_0_search", "call_1_search"]
+    assert all("exactly one tool call" in t["content"] for t in tools)
+
+
+@pytest.mark.parametrize(
+    ("bad", "expect"),
+    [
+        (reply(SEARCH, text="Sure, searching now."), "text beside the tool call"),
+        (reply(("search", '{"query": "red')), "Invalid arguments for search"),
+        (reply(("checkout", "{}")), "no tool named 'checkout'"),
+    ],
+)
+async def test_malformed_call_is_fed_back_as_a_tool_message(server: ScriptedServer, bad, expect: str) -> None:
+    server.load(bad, *WIN)
+    result = await episode(server, FakeEnv())
+    assert result.scored and result.protocol_errors == 1 and result.reward == 1.0
+    feedback = server.requests[1]["messages"][-1]
+    assert feedback["role"] == "tool" and feedback["tool_call_id"] == "call_0_" + bad[1]["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
+    assert expect in feedback["content"]
+
+
+async def test_no_tool_call_is_fed_back_as_a_user_message(server: ScriptedServer) -> None:
+    server.load(reply(text="I think I should search."), *WIN)
+    result = await episode(server, FakeEnv())
+    assert result.scored and result.protocol_errors == 1
+    messages = server.requests[1]["messages"]
+    assert messages[2] == {"role": "assistant", "content": "I think I should search."}
+    assert messages[3]["role"] == "user" and "called no tool" in messages[3]["content"]
+
+
+async def test_env_feedback_reaches_the_model_with_the_page(server: ScriptedServer) -> None:
+    server.load(WIN[0], reply(("click", '{"value": "p9"}')), *WIN[1:])
+    result = await episode(server, FakeEnv())
+    assert result.scored and result.protocol_errors == 0 and result.env_steps == 5
+    tool = server.requests[2]["messages"][-1]
+    assert tool["role"] == "tool" and "not on this page" in tool["content"] and observation("results").text in tool["content"]
+
+
+async def test_length_cut_without_tool_call_ends_the_episode(server: ScriptedServer) -> None:
+    server.load(WIN[0], reply(text="Let me consider the options one by", finish="length"))
+    env = FakeEnv()
+    result = await episode(server, env)
+    assert result.scored and result.reward == 0.0 and result.end_reason == "generation_length"
+    assert ("terminate", "generation_length") in env.calls and len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429])
+async def test_transient_errors_are_retried(server: ScriptedServer, status: int) -> None:
+    server.load(error(status), error(status), *WIN)
+    result = await episode(server, FakeEnv())
+    assert result.scored and result.reward == 1.0
+    assert len(server.requests) == 6
+    assert server.requests[0] == server.requests[2]  # the same request, resent
+
+
+async def test_retries_are_bounded(server: ScriptedServer) -> None:
+    server.load(*[error(500)] * 10)
+    env = FakeEnv()
+    result = await episode(server, env, max_retries=2)
+    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "InternalServerError"
+    assert len(server.requests) == 3 and env.leased == 0
+
+
+@pytest.mark.parametrize(("status", "kind"), [(400, "BadRequestError"), (401, "AuthenticationError"), (404, "NotFoundError"),
+                                              (409, "ConflictError"), (408, "APIStatusError")])
+async def test_client_errors_are_not_retried(server: ScriptedServer, status: int, kind: str) -> None:
+    server.load(error(status), *WIN)
+    env = FakeEnv()
+    result = await episode(server, env)
+    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == kind
+    assert len(server.requests) == 1 and env.leased == 0
+
+
+async def test_unreachable_server_is_retried_then_unscored() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there
+    p = OpenAIPolicy(base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, retry_initial_delay=0.01, retry_max_delay=0.01)
+    env = FakeEnv()
+    result = await run_episode(env, p, TASK.task_id, rollout_id="r", seed=0)
+    await p.aclose()
+    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "APIConnectionError"
+    assert env.leased == 0
+
+
+def test_options_are_validated_and_described() -> None:
+    with pytest.raises(ValueError, match="top_p"):
+        OpenAIPolicy(top_p=0)
+    with pytest.raises(TypeError):
+        OpenAIPolicy(temprature=0.5)
+    described = OpenAIPolicy().describe()
+    assert described["temperature"] == 0.6 and described["top_p"] == 1.0 and described["api_key_env"] == "OPENAI_API_KEY"
+    assert "system_prompt" not in described
+
+
+def test_importing_the_agent_does_not_import_openai() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, shopsimrl.agent; print('openai' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
