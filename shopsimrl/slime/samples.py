@@ -1,0 +1,81 @@
+"""slime ``Sample`` helpers shared by the hooks: settings read from ``args``, outcomes, statuses.
+
+Samples are read by attribute name only (``group_index``, ``index``,
+``rollout_id``, ``reward``, ``metadata``, ``status``...), so slime's own
+``Sample`` and a test stand-in with the same field names behave the same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from shopsimrl.sampling import GroupOutcome, TrajectoryOutcome
+from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
+from shopsimrl.sampling.verdict import DEFAULT_REWARD_KEY, is_scored, iter_samples, rollout_key, sample_reward
+
+DEFAULT_ENV_URL = "http://127.0.0.1:5700"
+DEFAULT_TRACE_DIR = "shopsim_traces"
+# reward_detail keys the env reports once an episode ends (SPEC §7: r_strict, r_success).
+STRICT_KEY = "r_strict"
+SUCCESS_KEY = "r_success"
+
+
+def reward_key(args: Any) -> str:
+    """slime's ``--reward-key`` (our rewards are dicts); ``"reward"`` when unset."""
+    return getattr(args, "reward_key", None) or DEFAULT_REWARD_KEY
+
+
+def max_consecutive_failed_groups(args: Any) -> int:
+    value = getattr(args, "shopsim_max_consecutive_failed_groups", None)
+    return DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS if value is None else value
+
+
+def trace_dir(args: Any) -> str:
+    return str(getattr(args, "shopsim_trace_dir", None) or DEFAULT_TRACE_DIR)
+
+
+def env_url(args: Any) -> str:
+    return str(getattr(args, "shopsim_env_url", None) or DEFAULT_ENV_URL)
+
+
+def sample_status(sample: Any, name: str) -> Any:
+    """The member ``name`` of the sample's own ``Status`` enum (slime nests it in ``Sample``)."""
+    return type(sample).Status[name]
+
+
+def _detail(reward: Any, key: str) -> float | None:
+    value = reward.get(key) if isinstance(reward, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def trajectory_outcome(sample: Any, key: str) -> TrajectoryOutcome:
+    scored = is_scored(sample, key)
+    reward = sample_reward(sample, key) if scored else None
+    detail = getattr(sample, "reward", None)
+    strict = _detail(detail, STRICT_KEY) if scored else None
+    return TrajectoryOutcome(
+        rollout_id=rollout_key(sample),
+        scored=scored,
+        reward=reward,
+        strict_reward=strict if strict is not None else reward,
+        success=_detail(detail, SUCCESS_KEY) if scored else None,
+    )
+
+
+def group_outcome(group: Sequence[Any], key: str) -> GroupOutcome:
+    """A slime group (flat, or per-rollout segment lists) as the metrics see it."""
+    samples = list(iter_samples(group))
+    if not samples:
+        raise ValueError("a completed group has no samples")
+    group_index = samples[0].group_index
+    if group_index is None:
+        raise ValueError("completed samples carry no group_index; the SPEC §7 metrics count groups by it")
+    return GroupOutcome(group_index=group_index, trajectories=[trajectory_outcome(s, key) for s in samples])
+
+
+def group_outcomes(groups: Iterable[Sequence[Any]], key: str) -> list[GroupOutcome]:
+    return [group_outcome(group, key) for group in groups]
