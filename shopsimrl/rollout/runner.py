@@ -1,0 +1,66 @@
+"""The real episode runner: ``shopsimrl.agent.run_episode`` behind the driver's runner interface.
+
+Each episode sees the env through a :class:`MeteredEnv` that counts its
+``step`` calls into the episode's meter, so an episode cancelled at the end of
+a step still reports the env steps it cost (its result never comes back).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shopsimrl.env.types import EnvClient, ResetResult, StepResult, Task
+from shopsimrl.rollout.group import EpisodeLike, EpisodeMeter, EpisodeRunner, EpisodeSpec
+
+if TYPE_CHECKING:
+    from shopsimrl.agent.policy import Policy
+
+DEFAULT_MAX_TURNS = 30
+
+
+class MeteredEnv:
+    """Delegates to ``inner``; counts ``step`` calls into ``meter`` (one instance per episode)."""
+
+    def __init__(self, inner: EnvClient, meter: EpisodeMeter) -> None:
+        self.inner = inner
+        self.meter = meter
+
+    async def reset(self, task_id: str) -> ResetResult:
+        return await self.inner.reset(task_id)
+
+    async def step(self, lease_id: str, action: str) -> StepResult:
+        self.meter.env_steps += 1
+        return await self.inner.step(lease_id, action)
+
+    async def terminate(self, lease_id: str, reason: str) -> StepResult:
+        return await self.inner.terminate(lease_id, reason)
+
+    async def release(self, lease_id: str) -> None:
+        await self.inner.release(lease_id)
+
+    async def list_tasks(self, split: str) -> list[str]:
+        return await self.inner.list_tasks(split)
+
+    async def get_task(self, task_id: str) -> Task:
+        return await self.inner.get_task(task_id)
+
+    async def aclose(self) -> None:  # the shared client is closed by its owner, not by an episode
+        return None
+
+
+def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int = DEFAULT_MAX_TURNS) -> EpisodeRunner:
+    """Episodes played by ``policy`` on ``env`` with the agent's episode loop (trace written per episode)."""
+    from shopsimrl.agent import run_episode  # imported on use: the rollout package stays light
+
+    async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeLike:
+        return await run_episode(
+            MeteredEnv(env, meter),
+            policy,
+            spec.task_id,
+            rollout_id=spec.rollout_id,
+            seed=spec.seed,
+            max_steps=max_turns,
+            trace_path=spec.trace_path,
+        )
+
+    return run
