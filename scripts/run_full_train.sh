@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The full ShopSimRL run: start the ShopSim env server, wait for it, train on slime
+# (scripts/run_shopsimrl_slime.sh), and stop the server on exit, failure or Ctrl-C.
+#
+# Defaults are SPEC §1's: 16 groups kept per step, 8 siblings, 32 groups per wave
+# (16 spare slots for zero-std groups), 64 episodes per optimizer update, and an env
+# server with 48 episode slots.  Every other knob is documented in
+# run_shopsimrl_slime.sh and docs/slime.md.
+#
+#   DRY_RUN=1 scripts/run_full_train.sh   # print the env server and training commands
+set -euo pipefail
+
+HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+
+: "${ROLLOUT_BATCH_SIZE:=16}"
+: "${N_SAMPLES_PER_PROMPT:=8}"
+: "${OVER_SAMPLING_BATCH_SIZE:=32}"
+: "${GLOBAL_BATCH_SIZE:=64}"
+: "${SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS:=8}"
+: "${ENV_HOST:=127.0.0.1}"
+: "${ENV_PORT:=5700}"
+: "${ENV_SLOTS:=48}"
+: "${ENV_WAIT_SECONDS:=120}"
+: "${SHOPSIM_ENV_URL:=http://$ENV_HOST:$ENV_PORT}"
+: "${RUN_DIR:=runs/slime}"
+: "${SHOPSIMRL_PYTHON:=python3}"
+: "${DRY_RUN:=0}"
+export ROLLOUT_BATCH_SIZE N_SAMPLES_PER_PROMPT OVER_SAMPLING_BATCH_SIZE GLOBAL_BATCH_SIZE \
+    SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS SHOPSIM_ENV_URL RUN_DIR SHOPSIMRL_PYTHON DRY_RUN
+
+serve=("$SHOPSIMRL_PYTHON" -m shopsimrl.cli env serve --host "$ENV_HOST" --port "$ENV_PORT" --slots "$ENV_SLOTS")
+
+if [[ "$DRY_RUN" == 1 ]]; then
+    printf '%q ' "${serve[@]}"
+    printf '&\n'
+    exec "$HERE/run_shopsimrl_slime.sh"
+fi
+
+command -v curl >/dev/null || { echo "run_full_train.sh: curl is needed to wait for the env server" >&2; exit 2; }
+mkdir -p "$RUN_DIR"
+ENV_LOG="$RUN_DIR/env_server.log"
+ENV_PID=""
+
+stop_env() {
+    if [[ -n "$ENV_PID" ]] && kill -0 "$ENV_PID" 2>/dev/null; then
+        echo "run_full_train.sh: stopping the env server (pid $ENV_PID)" >&2
+        kill "$ENV_PID" 2>/dev/null || true
+        wait "$ENV_PID" 2>/dev/null || true
+    fi
+}
+trap stop_env EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+"${serve[@]}" >"$ENV_LOG" 2>&1 &
+ENV_PID=$!
+echo "run_full_train.sh: env server pid $ENV_PID, log $ENV_LOG" >&2
+
+deadline=$((SECONDS + ENV_WAIT_SECONDS))
+until curl -fsS -o /dev/null --max-time 2 "$SHOPSIM_ENV_URL/healthz"; do
+    if ! kill -0 "$ENV_PID" 2>/dev/null; then
+        echo "run_full_train.sh: the env server exited before answering $SHOPSIM_ENV_URL/healthz; last lines of $ENV_LOG:" >&2
+        tail -n 20 "$ENV_LOG" >&2 || true
+        exit 1
+    fi
+    if ((SECONDS >= deadline)); then
+        echo "run_full_train.sh: $SHOPSIM_ENV_URL/healthz did not answer within ENV_WAIT_SECONDS=$ENV_WAIT_SECONDS; see $ENV_LOG" >&2
+        exit 1
+    fi
+    sleep 1
+done
+echo "run_full_train.sh: env server ready at $SHOPSIM_ENV_URL" >&2
+
+"$HERE/run_shopsimrl_slime.sh"

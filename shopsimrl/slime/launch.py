@@ -1,0 +1,322 @@
+"""The slime training command, built in one place.
+
+``scripts/run_shopsimrl_slime.sh`` and ``scripts/run_full_train.sh`` only set
+environment variables (their defaults are visible there) and call
+``shopsimrl train``; this module reads those variables (:data:`KNOBS`), checks
+them, and builds the exact ``train.py`` argument list.  So the list of slime flags
+exists once, in Python, and ``shopsimrl train --dry-run`` / ``DRY_RUN=1`` print
+precisely what would run.
+
+ShopSim's own settings (env URL, trace dir, failure limit, turn limit) are not slime
+flags: slime's parser rejects unknown flags, so they go into a YAML file passed with
+slime's ``--custom-config-path`` (slime copies every key of it onto ``args``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from shopsimrl.io import atomic_write_json
+from shopsimrl.sampling import KnobError, SamplingKnobs
+from shopsimrl.sampling.knobs import (
+    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    DEFAULT_N_SAMPLES_PER_PROMPT,
+    DEFAULT_ROLLOUT_BATCH_SIZE,
+    validate_failure_limit,
+    validate_update_knobs,
+    validate_wave_knobs,
+)
+
+#: The five hook paths, by slime flag.
+HOOKS: Mapping[str, str] = {
+    "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
+    "--custom-reward-post-process-path": "shopsimrl.slime_runtime.normalize_grpo_by_prompt_and_rollout",
+    "--custom-generate-function-path": "shopsimrl.slime_runtime.generate",
+    "--rollout-all-samples-process-path": "shopsimrl.slime_metrics.record_generated_rollout_groups",
+    "--custom-rollout-log-function-path": "shopsimrl.slime_metrics.enrich_rollout_metrics",
+}
+KNOB_VARIABLES = (
+    "set with ROLLOUT_BATCH_SIZE, N_SAMPLES_PER_PROMPT, OVER_SAMPLING_BATCH_SIZE, GLOBAL_BATCH_SIZE, "
+    "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS"
+)
+CUSTOM_CONFIG_NAME = "shopsim_slime_config.yaml"
+INSTALL_HINT = (
+    "install slime first: use the slimerl/slime Docker image (it ships Megatron-LM and SGLang), then "
+    "`git clone https://github.com/THUDM/slime /root/slime && pip install -e /root/slime`, "
+    "or point SLIME_DIR at an existing checkout (see docs/slime.md)"
+)
+
+
+class LaunchError(ValueError):
+    """A knob or installation problem; the message says what to change."""
+
+
+def _knob(env: str, default: Any, help: str) -> Any:
+    return field(default=default, metadata={"env": env, "help": help})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every knob of the training scripts: field = environment variable, default, meaning.
+
+    The defaults are those of ``run_shopsimrl_slime.sh`` run on its own: no spare
+    over-sampling slots (``over_sampling_batch_size`` = ``rollout_batch_size``) and one
+    optimizer update per step (``global_batch_size`` = rollout batch x n samples).
+    ``run_full_train.sh`` sets the SPEC §1 values (32 and 64).
+    """
+
+    # installation
+    slime_dir: str = _knob("SLIME_DIR", "/root/slime", "slime checkout (its train.py is run)")
+    megatron_dir: str = _knob("MEGATRON_DIR", "/root/Megatron-LM", "Megatron-LM checkout, put on PYTHONPATH")
+    launcher: str = _knob("SLIME_LAUNCHER", "ray", "'ray' (ray job submit to RAY_ADDRESS) or 'python' (run train.py directly)")
+    ray_address: str = _knob("RAY_ADDRESS", "http://127.0.0.1:8265", "Ray dashboard address for ray job submit")
+    python: str = _knob("PYTHON", "python3", "the Python that runs slime's train.py")
+    # model and data
+    hf_checkpoint: str = _knob("HF_CHECKPOINT", "/root/Qwen3-4B", "HF model dir (tokenizer, chat template, SGLang weights)")
+    ref_load: str = _knob("REF_LOAD", "/root/Qwen3-4B_torch_dist", "Megatron torch_dist checkpoint of the same model")
+    save_dir: str = _knob("SAVE_DIR", "checkpoints/shopsimrl", "training checkpoints (also --load, to resume)")
+    save_interval: int = _knob("SAVE_INTERVAL", 20, "rollout steps between checkpoints")
+    prompt_data: str = _knob("PROMPT_DATA", "data/shopsim_train.jsonl", "prompt file from `shopsimrl data export`")
+    run_dir: str = _knob("RUN_DIR", "runs/slime", "traces and the ShopSim custom config go here")
+    num_rollout: int = _knob("NUM_ROLLOUT", 80, "rollout steps to train")
+    # dynamic sampling (SPEC §1)
+    rollout_batch_size: int = _knob("ROLLOUT_BATCH_SIZE", DEFAULT_ROLLOUT_BATCH_SIZE, "groups kept per step")
+    n_samples_per_prompt: int = _knob("N_SAMPLES_PER_PROMPT", DEFAULT_N_SAMPLES_PER_PROMPT, "siblings per group")
+    over_sampling_batch_size: int | None = _knob(
+        "OVER_SAMPLING_BATCH_SIZE", None, "groups submitted per wave (unset: ROLLOUT_BATCH_SIZE)"
+    )
+    global_batch_size: int | None = _knob(
+        "GLOBAL_BATCH_SIZE", None, "episodes per optimizer update (unset: ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT)"
+    )
+    max_consecutive_failed_groups: int = _knob(
+        "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
+    )
+    # episodes
+    env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700", "the ShopSim env server")
+    max_steps: int = _knob("SHOPSIM_MAX_STEPS", 30, "turns per episode before action_limit")
+    rollout_max_response_len: int = _knob("ROLLOUT_MAX_RESPONSE_LEN", 8192, "response tokens per episode (all turns)")
+    rollout_temperature: float = _knob("ROLLOUT_TEMPERATURE", 0.6, "sampling temperature")
+    # GRPO
+    eps_clip: float = _knob("EPS_CLIP", 0.2, "PPO clip, lower")
+    eps_clip_high: float = _knob("EPS_CLIP_HIGH", 0.28, "PPO clip, upper (clip-higher)")
+    lr: float = _knob("LR", 1e-6, "Adam learning rate")
+    # GPUs
+    actor_num_nodes: int = _knob("ACTOR_NUM_NODES", 1, "training nodes")
+    actor_num_gpus_per_node: int = _knob("ACTOR_NUM_GPUS_PER_NODE", 8, "training GPUs per node")
+    colocate: bool = _knob("COLOCATE", True, "1: training and SGLang share the GPUs; 0: ROLLOUT_NUM_GPUS separate ones")
+    rollout_num_gpus: int = _knob("ROLLOUT_NUM_GPUS", 0, "SGLang GPUs when COLOCATE=0")
+    tensor_parallel_size: int = _knob("TENSOR_PARALLEL_SIZE", 2, "Megatron tensor parallel size")
+    rollout_num_gpus_per_engine: int = _knob("ROLLOUT_NUM_GPUS_PER_ENGINE", 2, "SGLang tensor parallel size per engine")
+    sglang_mem_fraction_static: float = _knob("SGLANG_MEM_FRACTION_STATIC", 0.7, "SGLang static memory fraction")
+    max_tokens_per_gpu: int = _knob("MAX_TOKENS_PER_GPU", 16384, "dynamic batch size: tokens per GPU")
+    # logging
+    use_wandb: bool = _knob("USE_WANDB", False, "1: log to W&B (the key comes from WANDB_API_KEY, never a flag)")
+    wandb_project: str = _knob("WANDB_PROJECT", "shopsimrl", "W&B project")
+    wandb_group: str = _knob("WANDB_GROUP", "shopsimrl-grpo", "W&B group (slime appends a random suffix)")
+    wandb_mode: str = _knob("WANDB_MODE", "online", "online | offline | disabled")
+    wandb_dir: str = _knob("WANDB_DIR", "runs/wandb", "W&B local files")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> TrainConfig:
+        """Read every knob from ``environ`` (default ``os.environ``); unset or empty means the default."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        errors = []
+        for f in fields(cls):
+            raw = environ.get(f.metadata["env"], "")
+            if raw == "":
+                continue
+            try:
+                values[f.name] = _parse(raw, f.default)
+            except ValueError:
+                errors.append(f"{f.metadata['env']}={raw!r} is not {_kind(f.default)}")
+        if errors:
+            raise LaunchError("; ".join(errors))
+        return cls(**values)
+
+    @property
+    def knobs(self) -> SamplingKnobs:
+        """The SPEC §1 knobs, validated by the sampling core (its messages name the fix)."""
+        rbs, n = self.rollout_batch_size, self.n_samples_per_prompt
+        return SamplingKnobs(
+            rollout_batch_size=rbs,
+            n_samples_per_prompt=n,
+            over_sampling_batch_size=self.over_sampling_batch_size or rbs,
+            global_batch_size=self.global_batch_size or rbs * n,
+            max_consecutive_failed_groups=self.max_consecutive_failed_groups,
+        )
+
+    def check(self) -> SamplingKnobs:
+        """Every startup check at once; raises :class:`LaunchError` listing all problems."""
+        problems = []
+        rbs, n = self.rollout_batch_size, self.n_samples_per_prompt
+        for check, values in (
+            (validate_wave_knobs, (rbs, self.over_sampling_batch_size or rbs)),
+            (validate_update_knobs, (rbs, n, self.global_batch_size or rbs * n)),
+            (validate_failure_limit, (self.max_consecutive_failed_groups,)),
+        ):
+            try:
+                check(*values)
+            except KnobError as exc:
+                problems.append(f"{exc} [{KNOB_VARIABLES}]")
+        actor_gpus = self.actor_num_nodes * self.actor_num_gpus_per_node
+        if actor_gpus < 1 or actor_gpus % self.tensor_parallel_size:
+            problems.append(
+                f"ACTOR_NUM_NODES x ACTOR_NUM_GPUS_PER_NODE = {actor_gpus} training GPUs is not divisible by "
+                f"TENSOR_PARALLEL_SIZE={self.tensor_parallel_size}"
+            )
+        rollout_gpus = actor_gpus if self.colocate else self.rollout_num_gpus
+        if rollout_gpus < 1 or rollout_gpus % self.rollout_num_gpus_per_engine:
+            where = "the colocated training GPUs" if self.colocate else "ROLLOUT_NUM_GPUS"
+            problems.append(
+                f"{where} ({rollout_gpus}) is not a positive multiple of ROLLOUT_NUM_GPUS_PER_ENGINE="
+                f"{self.rollout_num_gpus_per_engine} (SGLang's tensor parallel size)"
+            )
+        if self.launcher not in ("ray", "python"):
+            problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
+        if self.wandb_mode not in ("online", "offline", "disabled"):
+            problems.append(f"WANDB_MODE must be online, offline or disabled, got {self.wandb_mode!r}")
+        if problems:
+            raise LaunchError("invalid training settings:\n  - " + "\n  - ".join(problems))
+        return self.knobs
+
+    @property
+    def custom_config_path(self) -> Path:
+        return _absolute(self.run_dir) / CUSTOM_CONFIG_NAME
+
+    def custom_config(self) -> dict[str, Any]:
+        """The ShopSim settings slime copies onto ``args`` (read by the hooks)."""
+        return {
+            "shopsim_env_url": self.env_url,
+            "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
+            "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
+            "shopsim_max_steps": self.max_steps,
+        }
+
+    def train_args(self, extra: Sequence[str] = ()) -> list[str]:
+        """slime's ``train.py`` arguments; ``extra`` (e.g. the model's MODEL_ARGS) go last."""
+        knobs = self.check()
+        args = [
+            "--hf-checkpoint", self.hf_checkpoint,
+            "--ref-load", self.ref_load,
+            "--load", str(_absolute(self.save_dir)),
+            "--save", str(_absolute(self.save_dir)),
+            "--save-interval", str(self.save_interval),
+            # data: the prompt is a task id; no chat template on it (the generate hook builds the conversation)
+            "--prompt-data", str(_absolute(self.prompt_data)),
+            "--input-key", "prompt",
+            "--metadata-key", "metadata",
+            "--rollout-shuffle",
+            "--num-rollout", str(self.num_rollout),
+            # dynamic sampling
+            "--rollout-batch-size", str(knobs.rollout_batch_size),
+            "--n-samples-per-prompt", str(knobs.n_samples_per_prompt),
+            "--over-sampling-batch-size", str(knobs.over_sampling_batch_size),
+            "--global-batch-size", str(knobs.global_batch_size),
+            "--rollout-max-response-len", str(self.rollout_max_response_len),
+            "--rollout-temperature", str(self.rollout_temperature),
+            "--rollout-top-p", "1.0",
+            "--rollout-top-k", "-1",
+            "--reward-key", "reward",
+        ]
+        for flag, path in HOOKS.items():
+            args += [flag, path]
+        args += ["--custom-config-path", str(self.custom_config_path)]
+        args += [
+            "--advantage-estimator", "grpo",
+            "--eps-clip", str(self.eps_clip),
+            "--eps-clip-high", str(self.eps_clip_high),
+            "--kl-loss-coef", "0.0",
+            "--entropy-coef", "0.0",
+            "--optimizer", "adam",
+            "--lr", str(self.lr),
+            "--lr-decay-style", "constant",
+            "--weight-decay", "0.1",
+            "--adam-beta1", "0.9",
+            "--adam-beta2", "0.98",
+            "--tensor-model-parallel-size", str(self.tensor_parallel_size),
+            "--pipeline-model-parallel-size", "1",
+            "--use-dynamic-batch-size",
+            "--max-tokens-per-gpu", str(self.max_tokens_per_gpu),
+            "--actor-num-nodes", str(self.actor_num_nodes),
+            "--actor-num-gpus-per-node", str(self.actor_num_gpus_per_node),
+            *(["--colocate"] if self.colocate else ["--rollout-num-gpus", str(self.rollout_num_gpus)]),
+            "--rollout-num-gpus-per-engine", str(self.rollout_num_gpus_per_engine),
+            "--sglang-mem-fraction-static", str(self.sglang_mem_fraction_static),
+        ]
+        if self.use_wandb:
+            args += [
+                "--use-wandb",
+                "--wandb-project", self.wandb_project,
+                "--wandb-group", self.wandb_group,
+                "--wandb-mode", self.wandb_mode,
+                "--wandb-dir", str(_absolute(self.wandb_dir)),
+            ]
+        return args + list(extra)
+
+    def job_env(self) -> dict[str, str]:
+        """Variables the training job needs (never a secret: W&B reads WANDB_API_KEY from the environment)."""
+        return {"PYTHONPATH": self.megatron_dir, "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+
+    def command(self, extra: Sequence[str] = ()) -> list[str]:
+        """The whole command: ``ray job submit ... -- python3 train.py ...`` or ``env ... python3 train.py ...``."""
+        train = [self.python, str(Path(self.slime_dir) / "train.py"), *self.train_args(extra)]
+        if self.launcher == "ray":
+            runtime_env = json.dumps({"env_vars": self.job_env()}, sort_keys=True)
+            return ["ray", "job", "submit", "--address", self.ray_address, "--runtime-env-json", runtime_env, "--", *train]
+        return ["env", *(f"{k}={v}" for k, v in self.job_env().items()), *train]
+
+    def check_installed(self) -> None:
+        """slime's ``train.py`` and the launcher must exist; the message says how to install."""
+        problems = []
+        if not (Path(self.slime_dir) / "train.py").is_file():
+            problems.append(f"slime not found: no train.py in SLIME_DIR={self.slime_dir}")
+        launcher = "ray" if self.launcher == "ray" else self.python
+        if shutil.which(launcher) is None:
+            problems.append(f"{launcher!r} is not on PATH")
+        if problems:
+            raise LaunchError("; ".join(problems) + f". To {INSTALL_HINT}.")
+
+    def write_custom_config(self) -> Path:
+        """JSON is YAML, so slime's ``yaml.safe_load`` reads this file; written atomically."""
+        return atomic_write_json(self.custom_config_path, self.custom_config())
+
+
+def _absolute(path: str) -> Path:
+    """Paths go absolute: a Ray job does not run in the directory the script was started from."""
+    return Path(path).expanduser().resolve()
+
+
+def render(command: Sequence[str]) -> str:
+    return shlex.join(command)
+
+
+def _parse(raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(raw)
+    if isinstance(default, int) or default is None:
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    return raw
+
+
+def _kind(default: Any) -> str:
+    if isinstance(default, bool):
+        return "0 or 1"
+    if isinstance(default, int) or default is None:
+        return "an integer"
+    if isinstance(default, float):
+        return "a number"
+    return "a string"
