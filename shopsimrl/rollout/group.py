@@ -27,19 +27,44 @@ CLASSIFICATIONS = ("technical", "all_wrong", "all_correct", "same_partial", "var
 class EpisodeLike(Protocol):
     """What the rollout reads of an episode result (``shopsimrl.agent.EpisodeResult`` has all of it)."""
 
-    task_id: str
-    rollout_id: str
-    seed: int
-    scored: bool
-    reward: float | None
-    strict_reward: float | None
-    success: float | None
-    end_reason: str | None
-    error: Any
-    turns: int
-    env_steps: int
-    wall_seconds: float
-    trace_path: str | None
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def rollout_id(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def scored(self) -> bool: ...
+
+    @property
+    def reward(self) -> float | None: ...
+
+    @property
+    def strict_reward(self) -> float | None: ...
+
+    @property
+    def success(self) -> float | None: ...
+
+    @property
+    def end_reason(self) -> str | None: ...
+
+    @property
+    def error(self) -> Any: ...
+
+    @property
+    def turns(self) -> int: ...
+
+    @property
+    def env_steps(self) -> int: ...
+
+    @property
+    def wall_seconds(self) -> float: ...
+
+    @property
+    def trace_path(self) -> str | None: ...
 
     def as_dict(self) -> dict[str, Any]: ...
 
