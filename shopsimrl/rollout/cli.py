@@ -142,14 +142,15 @@ def handle(args: argparse.Namespace) -> int:
         knobs = knobs_from_args(args)
         check_options(args)
         options = policy_options(args)
+        if args.name is not None:
+            from shopsimrl.rollout.outputs import check_run_dir
+
+            check_run_dir(args.out, args.name)
         if args.wandb:
             from shopsimrl.rollout.tracking import import_wandb
 
             import_wandb()
-    except (KnobError, UsageError) as exc:
-        _stderr(f"shopsimrl rollout: refused: {exc}")
-        return EXIT_REFUSED
-    except RuntimeError as exc:  # W&B missing
+    except (KnobError, ValueError, RuntimeError) as exc:  # knobs, options, run folder, W&B missing
         _stderr(f"shopsimrl rollout: refused: {exc}")
         return EXIT_REFUSED
     return asyncio.run(_run(args, knobs, options))
@@ -173,7 +174,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     from shopsimrl.rollout.faults import FaultInjectingEnv
     from shopsimrl.rollout.run import RolloutConfig, default_run_name, run_rollout
     from shopsimrl.rollout.runner import agent_runner
-    from shopsimrl.rollout.outputs import RunDirError
+    from shopsimrl.rollout.outputs import prepare_run_dir
     from shopsimrl.rollout.view import RolloutView
 
     try:
@@ -199,6 +200,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
         runner = agent_runner(client, policy, max_turns=args.max_steps)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_steps}
+        paths = prepare_run_dir(args.out, name)
         if args.wandb:
             from shopsimrl.rollout.tracking import WandbLogger
 
@@ -211,7 +213,8 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
         with RolloutView(console, live=live) as view:
             try:
                 result = await run_rollout(config, runner, task_ids, observer=view,
-                                           on_step=logger.log if logger else None, extra_config=extra)
+                                           on_step=logger.log if logger else None, extra_config=extra,
+                                           paths=paths)
             except TooManyTechnicalFailures as exc:
                 _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {exc.trace_dir}")
                 code = EXIT_TOO_MANY_TECHNICAL_FAILURES
@@ -219,10 +222,6 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
             view.summary(result.reports)
         console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
         code = EXIT_OK
-        return code
-    except RunDirError as exc:
-        _stderr(f"shopsimrl rollout: refused: {exc}")
-        code = EXIT_REFUSED
         return code
     finally:
         if logger is not None:

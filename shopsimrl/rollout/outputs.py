@@ -80,15 +80,26 @@ class StepPaths:
         return self.triage / f"g{group_index:04d}.json"
 
 
-def prepare_run_dir(out: str | Path, name: str) -> RunPaths:
-    """Create ``out/name``; a previous rollout run of the same name is replaced, anything else is refused."""
+_RUN_ENTRIES = {"run.json", "metrics.jsonl", "failure_queue.jsonl", "wandb"}
+
+
+def check_run_dir(out: str | Path, name: str) -> Path:
+    """``out/name``, refused (:class:`RunDirError`) if it exists and holds anything but a previous rollout run."""
     root = Path(out) / name
     if root.exists():
-        entries = list(root.iterdir())
-        ours = all(p.name in {"run.json", "metrics.jsonl", "failure_queue.jsonl"} or p.name.startswith("step-")
-                   for p in entries)
-        if entries and not ours:
-            raise RunDirError(f"{root} exists and does not look like a rollout run: choose another --name or --out")
+        if not root.is_dir():
+            raise RunDirError(f"{root} exists and is not a folder: choose another --name or --out")
+        strangers = [p.name for p in root.iterdir() if p.name not in _RUN_ENTRIES and not p.name.startswith("step-")]
+        if strangers:
+            raise RunDirError(f"{root} exists and does not look like a rollout run (it holds {strangers[0]!r}): "
+                              f"choose another --name or --out")
+    return root
+
+
+def prepare_run_dir(out: str | Path, name: str) -> RunPaths:
+    """Create ``out/name``; a previous rollout run of the same name is replaced, anything else is refused."""
+    root = check_run_dir(out, name)
+    if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
     return RunPaths(root)

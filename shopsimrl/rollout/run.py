@@ -56,9 +56,13 @@ async def run_rollout(
     observer: StepObserver | None = None,
     on_step: Callable[[StepReport], None] | None = None,
     extra_config: dict[str, object] | None = None,
+    paths: RunPaths | None = None,
 ) -> RunResult:
-    """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run."""
-    paths = prepare_run_dir(config.out, config.name)
+    """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
+
+    ``paths``: a run folder already prepared (:func:`prepare_run_dir`); by default it is prepared here.
+    """
+    paths = paths or prepare_run_dir(config.out, config.name)
     atomic_write_json(paths.config, {
         "name": config.name,
         "steps": config.steps,
