@@ -1,0 +1,162 @@
+"""fully_scored_group_filter decides exactly as shopsimrl.sampling does, and keeps its streak across calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import types
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shopsimrl import sampling
+from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD, TooManyTechnicalFailures
+from shopsimrl.slime.state import hook_state, reset_hook_state
+from shopsimrl.slime_runtime import DynamicFilterOutput, fully_scored_group_filter
+
+
+def fields_of(output):
+    return (output.keep, output.reason, output.keep_when_insufficient)
+
+
+def test_varied_flat_group_is_kept(kit):
+    group = [kit.scored(3, i, r) for i, r in enumerate([1.0, 0.0, 0.0, 1.0])]
+    out = fully_scored_group_filter(kit.args(), group)
+    assert isinstance(out, DynamicFilterOutput)
+    assert fields_of(out) == (True, None, False)
+
+
+@pytest.mark.parametrize("reward", [0.0, 1.0, 0.4])
+def test_zero_std_group_is_dropped_with_fallback(kit, reward):
+    group = [kit.scored(3, i, reward) for i in range(4)]
+    assert fields_of(fully_scored_group_filter(kit.args(), group)) == (False, REASON_ZERO_STD, True)
+
+
+def test_one_unscored_sibling_makes_the_group_technical_without_fallback(kit):
+    group = [kit.scored(3, 0, 1.0), kit.scored(3, 1, 0.0), kit.unscored(3, 2), kit.scored(3, 3, 1.0)]
+    assert fields_of(fully_scored_group_filter(kit.args(), group)) == (False, REASON_TECHNICAL, False)
+
+
+def test_non_finite_reward_is_technical(kit):
+    group = [kit.scored(3, 0, 1.0), kit.scored(3, 1, math.nan)]
+    assert fields_of(fully_scored_group_filter(kit.args(), group)) == (False, REASON_TECHNICAL, False)
+
+
+def test_fan_out_segments_count_once_per_rollout(kit):
+    # rollout 10 fans out into three segments with reward 1, rollout 11 into one with reward 1: zero std,
+    # although a per-segment count would see four identical samples either way; then make them differ.
+    same = [[kit.scored(5, 0, 1.0, rollout_id=10)] * 3, [kit.scored(5, 3, 1.0, rollout_id=11)]]
+    assert fields_of(fully_scored_group_filter(kit.args(), same)) == (False, REASON_ZERO_STD, True)
+    varied = [[kit.scored(5, 0, 1.0, rollout_id=10)] * 3, [kit.scored(5, 3, 0.0, rollout_id=11)]]
+    assert fields_of(fully_scored_group_filter(kit.args(), varied)) == (True, None, False)
+
+
+def test_reward_key_is_read_from_args(kit):
+    group = [kit.scored(1, 0, 0.0), kit.scored(1, 1, 0.0)]
+    for s, strict in zip(group, (0.2, 0.9)):
+        s.reward["r_strict"] = strict
+    assert fully_scored_group_filter(kit.args(), group).keep is False
+    assert fully_scored_group_filter(kit.args(reward_key="r_strict"), group).keep is True
+
+
+def _trajectory(draw, group_index, index):
+    segments = draw(st.integers(1, 3))
+    kind = draw(st.sampled_from(["scored", "scored", "scored", "unscored", "nan"]))
+    reward = draw(st.sampled_from([0.0, 1.0, 0.5, 1e-7]))
+    rid = index if draw(st.booleans()) else None
+    samples = []
+    for _ in range(segments):
+        if kind == "unscored":
+            sample = types.SimpleNamespace(group_index=group_index, index=index, rollout_id=rid,
+                                           reward={"reward": reward}, metadata={"shopsim_scored": False})
+        else:
+            value = math.nan if kind == "nan" else reward
+            sample = types.SimpleNamespace(group_index=group_index, index=index, rollout_id=rid,
+                                           reward={"reward": value}, metadata={"shopsim_scored": True})
+        samples.append(sample)
+    return samples
+
+
+@st.composite
+def groups(draw):
+    n = draw(st.integers(1, 8))
+    trajectories = [_trajectory(draw, 7, i) for i in range(n)]
+    flat = draw(st.booleans())
+    return [s for t in trajectories for s in t] if flat else trajectories
+
+
+@settings(max_examples=300, deadline=None)
+@given(group=groups())
+def test_property_filter_equals_the_sampling_core(group):
+    reset_hook_state()
+    args = types.SimpleNamespace(reward_key="reward", shopsim_max_consecutive_failed_groups=10**9)
+    expected = sampling.filter_output(sampling.group_verdict(group, "reward"))
+    assert fields_of(fully_scored_group_filter(args, group)) == fields_of(expected)
+
+
+def test_streak_survives_calls_resets_on_a_scored_group_and_stops_the_run(kit):
+    args = kit.args(shopsim_max_consecutive_failed_groups=3, shopsim_trace_dir="/runs/x/traces")
+    technical = lambda gi: [kit.unscored(gi, 0), kit.scored(gi, 1, 1.0)]  # noqa: E731
+    fully_scored_group_filter(args, technical(1))
+    fully_scored_group_filter(args, technical(2))
+    assert hook_state().guard.count == 2
+    fully_scored_group_filter(args, [kit.scored(3, 0, 1.0), kit.scored(3, 1, 1.0)])  # zero-std is scored: resets
+    assert hook_state().guard.count == 0
+    fully_scored_group_filter(args, technical(4))
+    fully_scored_group_filter(args, technical(5))
+    with pytest.raises(TooManyTechnicalFailures) as info:
+        fully_scored_group_filter(args, technical(6))
+    message = str(info.value)
+    assert "/runs/x/traces" in message
+    assert "group_index=4" in message and "group_index=6" in message
+    assert "shopsim_max_consecutive_failed_groups=3" in message
+
+
+def test_reset_hook_state_forgets_the_streak(kit):
+    args = kit.args(shopsim_max_consecutive_failed_groups=2)
+    fully_scored_group_filter(args, [kit.unscored(1, 0)])
+    reset_hook_state()
+    fully_scored_group_filter(args, [kit.unscored(2, 0)])  # would have stopped the run without the reset
+    assert hook_state().guard.count == 1
+
+
+def test_default_failure_limit_is_eight(kit):
+    args = kit.args()
+    del args.shopsim_max_consecutive_failed_groups
+    for gi in range(7):
+        fully_scored_group_filter(args, [kit.unscored(gi, 0)])
+    with pytest.raises(TooManyTechnicalFailures):
+        fully_scored_group_filter(args, [kit.unscored(7, 0)])
+
+
+def _install_fake_slime(monkeypatch, cls):
+    names = ["slime", "slime.rollout", "slime.rollout.filter_hub", "slime.rollout.filter_hub.base_types"]
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules["slime.rollout.filter_hub.base_types"].DynamicFilterOutput = cls
+
+
+def test_returns_slimes_own_class_when_slime_is_installed(kit, monkeypatch):
+    @dataclasses.dataclass
+    class SlimeDynamicFilterOutput:
+        keep: bool
+        reason: str | None = None
+        keep_when_insufficient: bool = False
+
+    _install_fake_slime(monkeypatch, SlimeDynamicFilterOutput)
+    out = fully_scored_group_filter(kit.args(), [kit.scored(1, 0, 0.0), kit.scored(1, 1, 0.0)])
+    assert type(out) is SlimeDynamicFilterOutput
+    assert fields_of(out) == (False, REASON_ZERO_STD, True)
+
+
+def test_refuses_a_slime_without_the_fallback_field(kit, monkeypatch):
+    @dataclasses.dataclass
+    class OldDynamicFilterOutput:
+        keep: bool
+        reason: str | None = None
+
+    _install_fake_slime(monkeypatch, OldDynamicFilterOutput)
+    with pytest.raises(RuntimeError, match="keep_when_insufficient"):
+        fully_scored_group_filter(kit.args(), [kit.scored(1, 0, 0.0)])
