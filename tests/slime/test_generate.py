@@ -1,0 +1,295 @@
+"""generate() plays a whole ShopSim episode against an SGLang-like /generate server, token-exactly.
+
+The server (FastAPI + uvicorn on 127.0.0.1, in a thread) answers scripted assistant
+replies: it tokenizes them with the test tokenizer and returns the ids with fake
+logprobs as ``meta_info.output_token_logprobs`` triples, like SGLang's native API.
+The tokenizer is built here (byte-level BPE + a Qwen-style chat template), saved,
+and loaded by the hook from ``args.hf_checkpoint`` like a real checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import uvicorn
+from agent.fakes import TASK, FakeEnv, observation
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from shopsimrl.agent.openai_policy import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.sampling import REASON_TECHNICAL
+from shopsimrl.slime.state import hook_state
+from shopsimrl.slime_runtime import UnsupportedSlimeSetting, fully_scored_group_filter, generate
+
+# Qwen-style: <|im_start|>role\n...<|im_end|>\n, tools in the system turn, tool results as user turns.
+# (transformers renders with trim_blocks: no literal newline may follow a block tag.)
+CHAT_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\n{{ messages[0].content }}\n\n# Tools\n<tools>"
+    "{% for tool in tools %}{{ '\\n' + (tool | tojson) }}{% endfor %}{{ '\\n</tools><|im_end|>\\n' }}"
+    "{% else %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}"
+    "{% for message in messages[1:] %}"
+    "{% if message.role == 'tool' %}"
+    "{% if loop.first or loop.previtem.role != 'tool' %}<|im_start|>user{% endif %}"
+    "{{ '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
+    "{% if loop.last or loop.nextitem.role != 'tool' %}<|im_end|>\n{% endif %}"
+    "{% else %}{{ '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+END = "<|im_end|>"
+
+
+def tool_call(name: str, **arguments: Any) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", value="p1"),
+           tool_call("click", value="size=9"), tool_call("click", value="buy now")]
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "product"))]
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                            show_progress=False),
+    )
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=END, pad_token="<|endoftext|>",
+                                        additional_special_tokens=SPECIAL[1:])
+    tokenizer.add_tokens(ADDED)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    path = tmp_path_factory.mktemp("tokenizer")
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
+class FakeSGLang:
+    """Scripted replies; every reply's ids, logprobs and the request that produced it are recorded."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.script: list[tuple[str, str]] = []  # (text, finish type) or ("HTTP500", "")
+        self.requests: list[dict[str, Any]] = []
+        self.replies: list[tuple[list[int], list[float]]] = []
+        self._logprob = 0
+        self.app = FastAPI()
+        self.app.post("/generate")(self.generate)
+
+    async def generate(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.requests.append(body)
+        text, finish = self.script.pop(0)
+        if text == "HTTP500":
+            return JSONResponse({"error": "engine crashed"}, status_code=500)
+        if finish == "stop":
+            text += END
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        logprobs = []
+        for _ in ids:
+            self._logprob += 1
+            logprobs.append(-self._logprob / 1000)
+        self.replies.append((ids, logprobs))
+        meta = {"output_token_logprobs": [[lp, tid, None] for lp, tid in zip(logprobs, ids)],
+                "finish_reason": {"type": finish}, "completion_tokens": len(ids)}
+        return JSONResponse({"text": self.tokenizer.decode(ids), "meta_info": meta})
+
+    def reset(self, script: list[tuple[str, str]]) -> None:
+        self.script, self.requests, self.replies = list(script), [], []
+
+
+@pytest.fixture(scope="module")
+def sglang(tokenizer):
+    fake = FakeSGLang(tokenizer)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the fake SGLang server did not start"
+        time.sleep(0.02)
+    fake.port = port
+    yield fake
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def env():
+    shop = FakeEnv()
+    hook_state().env_client_factory = lambda args: shop
+    return shop
+
+
+def make_args(sglang, tokenizer_dir, tmp_path, **overrides):
+    args = SimpleNamespace(
+        sglang_router_ip="127.0.0.1", sglang_router_port=sglang.port, hf_checkpoint=str(tokenizer_dir),
+        shopsim_trace_dir=str(tmp_path / "traces"), shopsim_env_url="http://unused", rollout_seed=42,
+        reward_key="reward", partial_rollout=False, group_rm=False, rollout_max_context_len=None,
+        apply_chat_template_kwargs={}, shopsim_max_consecutive_failed_groups=8,
+    )
+    vars(args).update(overrides)
+    return args
+
+
+def params(max_new_tokens=400, **overrides):
+    base = {"temperature": 0.6, "top_p": 1.0, "top_k": -1, "max_new_tokens": max_new_tokens, "stop": None,
+            "stop_token_ids": None, "skip_special_tokens": False, "no_stop_trim": True, "spaces_between_special_tokens": False}
+    base.update(overrides)
+    return base
+
+
+def new_sample(kit, index=17):
+    return kit.Sample(group_index=2, index=index, prompt=TASK.task_id, metadata={"task_id": TASK.task_id, "split": "train"})
+
+
+def model_spans(sample):
+    """Contiguous runs of loss-mask-1 positions in the response."""
+    spans, start = [], None
+    for i, m in enumerate([*sample.loss_mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+async def test_a_whole_episode_is_token_exact(kit, sglang, tokenizer, tokenizer_dir, tmp_path, env):
+    sglang.reset([(text, "stop") for text in WINNING])
+    sample = new_sample(kit)
+    out = await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params())
+    assert out is sample
+
+    # outcome
+    assert env.calls[1:5] == [("step", "search[red hiking boots]"), ("step", "click[p1]"), ("step", "click[size=9]"),
+                              ("step", "click[buy now]")]
+    assert sample.reward == {"r_strict": 1.0, "r_success": 1.0, "r_attr": 1.0, "reward": 1.0}
+    assert sample.status is kit.Sample.Status.COMPLETED and not sample.remove_sample
+    assert sample.metadata["shopsim_scored"] is True and sample.metadata["task_id"] == TASK.task_id
+    assert sample.rollout_id == 17
+    trace = json.loads(Path(sample.metadata["shopsim_trace_path"]).read_text())
+    assert trace["scored"] is True and Path(sample.metadata["shopsim_trace_path"]).parent.name == "group_2"
+
+    # the decoded tokens are the conversation, as the chat template renders it
+    pages = ["results", "product", "product"]
+    messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+                {"role": "user", "content": f"Instruction: {TASK.instruction}\n\n{observation('search').text}"}]
+    for reply, page in zip(WINNING, [*pages, None]):
+        messages.append({"role": "assistant", "content": reply})
+        if page is not None:
+            messages.append({"role": "tool", "content": observation(page).text})
+    rendered = tokenizer.apply_chat_template(messages, tools=observation("search").tools, tokenize=False)
+    assert tokenizer.decode(sample.tokens) + "\n" == rendered  # the model stops at <|im_end|>, before the "\n"
+    prompt_len = len(sample.tokens) - sample.response_length
+    prompt_text = tokenizer.apply_chat_template(messages[:2], tools=observation("search").tools, tokenize=False,
+                                                add_generation_prompt=True)
+    assert sample.tokens[:prompt_len] == tokenizer.encode(prompt_text, add_special_tokens=False)
+    assert sample.response == tokenizer.decode(sample.tokens[prompt_len:])
+
+    # loss mask = exactly the ids SGLang returned, in order; logprobs aligned; env tokens 0.0
+    response = sample.tokens[prompt_len:]
+    assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length == len(response)
+    spans = model_spans(sample)
+    assert [response[a:b] for a, b in spans] == [ids for ids, _ in sglang.replies]
+    assert [sample.rollout_log_probs[a:b] for a, b in spans] == [lps for _, lps in sglang.replies]
+    assert all(lp == 0.0 for lp, m in zip(sample.rollout_log_probs, sample.loss_mask) if not m)
+    assert spans[-1][1] == sample.response_length  # the response ends with the model's last turn
+
+    # each request fed exactly the tokens so far, with the remaining response budget
+    for request, (a, _) in zip(sglang.requests, spans):
+        assert request["input_ids"] == sample.tokens[: prompt_len + a]
+        assert request["sampling_params"]["max_new_tokens"] == 400 - a
+        assert request["return_logprob"] is True
+
+
+async def test_protocol_error_is_fed_back_as_a_masked_user_turn(kit, sglang, tokenizer, tokenizer_dir, tmp_path, env):
+    sglang.reset([("I will look for boots.", "stop"), *((t, "stop") for t in WINNING)])
+    sample = new_sample(kit)
+    await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params(max_new_tokens=1000))
+    assert sample.reward["reward"] == 1.0 and sample.metadata["shopsim_turns"] == 5
+    text = tokenizer.decode(sample.tokens)
+    assert "I will look for boots.<|im_end|>\n<|im_start|>user\nError: Your reply called no tool." in text
+    masked = [t for t, m in zip(sample.tokens[-sample.response_length:], sample.loss_mask) if m]
+    assert masked == [t for ids, _ in sglang.replies for t in ids]
+
+
+async def test_length_cut_ends_the_episode_as_generation_length(kit, sglang, tokenizer_dir, tmp_path, env):
+    sglang.reset([("<think>so many shoes", "length")])
+    sample = new_sample(kit)
+    await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params())
+    assert ("terminate", "generation_length") in env.calls
+    assert sample.status is kit.Sample.Status.TRUNCATED
+    assert sample.metadata["shopsim_scored"] is True and sample.reward["reward"] == 0.0
+    assert sample.loss_mask == [1] * sample.response_length
+
+
+async def test_spent_budget_ends_the_episode_without_another_request(kit, sglang, tokenizer, tokenizer_dir, tmp_path, env):
+    first = len(tokenizer.encode(WINNING[0] + END, add_special_tokens=False))
+    sglang.reset([(WINNING[0], "stop")])
+    sample = new_sample(kit)
+    await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params(max_new_tokens=first + 3))
+    assert len(sglang.requests) == 1  # the tool turn alone exceeds the 3 tokens left
+    assert sample.metadata["shopsim_end_reason"] == "generation_length"
+
+
+@pytest.mark.parametrize("failure", ["env", "sglang"])
+async def test_technical_failure_returns_a_zero_loss_placeholder(kit, sglang, tokenizer_dir, tmp_path, env, failure):
+    if failure == "env":
+        env.fail_on = "step"
+        sglang.reset([(WINNING[0], "stop")])
+    else:
+        sglang.reset([("HTTP500", "")])
+    sample = new_sample(kit)
+    await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params())
+    assert sample.status is kit.Sample.Status.ABORTED and sample.remove_sample is True
+    assert sample.metadata["shopsim_scored"] is False
+    assert sample.metadata["shopsim_error"]["stage"] == ("step" if failure == "env" else "policy")
+    assert sample.loss_mask == [0] * sample.response_length
+    assert len(sample.rollout_log_probs) == sample.response_length
+    assert env.leased == 0  # the lease was released
+    siblings = [kit.scored(2, 18, 1.0), kit.scored(2, 19, 0.0)]
+    out = fully_scored_group_filter(make_args(sglang, tokenizer_dir, tmp_path), [sample, *siblings])
+    assert (out.keep, out.reason, out.keep_when_insufficient) == (False, REASON_TECHNICAL, False)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "sampling", "word"),
+    [({"partial_rollout": True}, {}, "--partial-rollout"), ({"group_rm": True}, {}, "--group-rm"),
+     ({}, {"top_p": 0.9}, "--rollout-top-p"), ({}, {"top_k": 20}, "--rollout-top-k")],
+)
+async def test_settings_that_break_exact_tokens_are_refused(kit, sglang, tokenizer_dir, tmp_path, env, overrides, sampling, word):
+    sglang.reset([])
+    with pytest.raises(UnsupportedSlimeSetting, match=word):
+        await generate(make_args(sglang, tokenizer_dir, tmp_path, **overrides), new_sample(kit), params(**sampling))
+    assert sglang.requests == [] and env.calls == []
+
+
+async def test_a_prompt_that_is_not_a_task_id_is_refused(kit, sglang, tokenizer_dir, tmp_path, env):
+    sample = kit.Sample(group_index=0, index=0, prompt=[{"role": "user", "content": "t-1"}])
+    with pytest.raises(ValueError, match="task id"):
+        await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params())
