@@ -1,0 +1,297 @@
+"""The training scripts, the `shopsimrl train` / `data export` commands, and the hooks they name."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from agent.fakes import TASK, FakeEnv
+
+from shopsimrl.io import read_jsonl
+from shopsimrl.slime.data import export_prompts
+from shopsimrl.slime.launch import HOOKS, TrainConfig, _parse
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+STANDALONE = SCRIPTS / "run_shopsimrl_slime.sh"
+FULL = SCRIPTS / "run_full_train.sh"
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"
+HEAVY = ("torch", "ray", "sglang", "slime", "transformers")
+
+# How slime calls each hook (slime/rollout/sglang_rollout.py, slime/ray/rollout.py).
+SLIME_SIGNATURES = {
+    "--dynamic-sampling-filter-path": ["args", "group", "kwargs"],
+    "--custom-reward-post-process-path": ["args", "samples"],
+    "--custom-generate-function-path": ["args", "sample", "sampling_params", "evaluation"],
+    "--rollout-all-samples-process-path": ["args", "all_samples", "data_source"],
+    "--custom-rollout-log-function-path": ["rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time"],
+}
+
+
+def run_script(script: Path, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB", "ROLLOUT_", "GLOBAL_", "OVER_"))}
+    base.update(SHOPSIMRL_PYTHON=sys.executable, RUN_DIR=str(tmp_path / "run"), MODEL_ARGS_SCRIPT=str(tmp_path / "none.sh"))
+    base.update(env)
+    return subprocess.run(["bash", str(script)], capture_output=True, text=True, env=base, cwd=tmp_path, timeout=120)
+
+
+def flag_values(command: str) -> dict[str, str]:
+    words = command.split()
+    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+
+
+@pytest.mark.parametrize("script", [STANDALONE, FULL], ids=lambda p: p.name)
+def test_scripts_pass_bash_n_and_shellcheck(script):
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    result = subprocess.run([str(SHELLCHECK), str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_standalone_dry_run_prints_the_command_with_hooks_and_knobs(tmp_path):
+    result = run_script(STANDALONE, tmp_path, DRY_RUN="1")
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.strip()
+    assert command.startswith("ray job submit --address http://127.0.0.1:8265")
+    flags = flag_values(command)
+    for flag, path in HOOKS.items():
+        assert flags[flag] == path
+    expected = {
+        "--rollout-batch-size": "16", "--n-samples-per-prompt": "8", "--over-sampling-batch-size": "16",
+        "--global-batch-size": "128", "--rollout-temperature": "0.6", "--rollout-top-p": "1.0", "--rollout-top-k": "-1",
+        "--advantage-estimator": "grpo", "--eps-clip": "0.2", "--eps-clip-high": "0.28", "--reward-key": "reward",
+        "--input-key": "prompt",
+    }
+    assert {k: flags[k] for k in expected} == expected
+    assert "--use-wandb" not in command and "--apply-chat-template" not in command
+    assert "shopsim_max_consecutive_failed_groups" in result.stderr  # the custom config it would write
+
+
+def test_full_dry_run_uses_spec_defaults_and_starts_the_env_server(tmp_path):
+    result = run_script(FULL, tmp_path, DRY_RUN="1")
+    assert result.returncode == 0, result.stderr
+    serve, train = result.stdout.strip().splitlines()
+    assert "shopsimrl.cli env serve --host 127.0.0.1 --port 5700 --slots 48" in serve
+    flags = flag_values(train)
+    assert (flags["--rollout-batch-size"], flags["--over-sampling-batch-size"], flags["--global-batch-size"]) == ("16", "32", "64")
+    assert "--custom-config-path" in flags
+
+
+def test_wandb_is_opt_in_and_the_key_never_reaches_the_command_line(tmp_path):
+    result = run_script(STANDALONE, tmp_path, DRY_RUN="1", USE_WANDB="1", WANDB_API_KEY="secret-key-123",
+                        WANDB_PROJECT="p1", WANDB_GROUP="g1", WANDB_MODE="offline")
+    assert result.returncode == 0, result.stderr
+    flags = flag_values(result.stdout)
+    assert "--use-wandb" in result.stdout
+    assert (flags["--wandb-project"], flags["--wandb-group"], flags["--wandb-mode"]) == ("p1", "g1", "offline")
+    assert "secret-key-123" not in result.stdout + result.stderr and "--wandb-key" not in result.stdout
+
+
+def test_every_hook_in_the_scripts_resolves_to_a_function_with_slimes_signature(tmp_path):
+    flags = flag_values(run_script(STANDALONE, tmp_path, DRY_RUN="1").stdout)
+    for flag, names in SLIME_SIGNATURES.items():
+        module_name, _, attr = flags[flag].rpartition(".")
+        function = getattr(importlib.import_module(module_name), attr)
+        assert callable(function)
+        assert list(inspect.signature(function).parameters) == names, flag
+    assert inspect.iscoroutinefunction(importlib.import_module("shopsimrl.slime_runtime").generate)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"OVER_SAMPLING_BATCH_SIZE": "8"}, "over_sampling_batch_size (8) must be >= rollout_batch_size (16)"),
+        ({"GLOBAL_BATCH_SIZE": "60"}, "is not a multiple of global_batch_size=60"),
+        ({"GLOBAL_BATCH_SIZE": "4"}, "global_batch_size=4 is not a multiple of n_samples_per_prompt=8"),
+        ({"TENSOR_PARALLEL_SIZE": "3"}, "8 training GPUs is not divisible by TENSOR_PARALLEL_SIZE=3"),
+        ({"ROLLOUT_NUM_GPUS_PER_ENGINE": "3"}, "not a positive multiple of ROLLOUT_NUM_GPUS_PER_ENGINE=3"),
+        ({"COLOCATE": "0", "ROLLOUT_NUM_GPUS": "0"}, "ROLLOUT_NUM_GPUS (0) is not a positive multiple"),
+        ({"ROLLOUT_BATCH_SIZE": "many"}, "ROLLOUT_BATCH_SIZE='many' is not an integer"),
+    ],
+)
+def test_startup_checks_refuse_with_a_clear_message(tmp_path, env, message):
+    result = run_script(STANDALONE, tmp_path, DRY_RUN="1", **env)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+def test_shell_defaults_are_the_launchers_defaults():
+    script = STANDALONE.read_text()
+    shell = dict(re.findall(r'^: "\$\{(\w+):=([^}]*)\}"', script, flags=re.M))
+    for f in fields(TrainConfig):
+        var = f.metadata["env"]
+        assert var in shell, f"{var} has no default in {STANDALONE.name}"
+        value = shell[var]
+        if f.default is None:
+            assert value in ("", "$ROLLOUT_BATCH_SIZE"), var
+        else:
+            assert _parse(value, f.default) == f.default, var
+    full = dict(re.findall(r'^: "\$\{(\w+):=([^}]*)\}"', FULL.read_text(), flags=re.M))
+    assert (full["OVER_SAMPLING_BATCH_SIZE"], full["GLOBAL_BATCH_SIZE"], full["ENV_SLOTS"]) == ("32", "64", "48")
+
+
+def test_every_knob_is_documented():
+    doc = (ROOT / "docs" / "slime.md").read_text()
+    for f in fields(TrainConfig):
+        assert f"`{f.metadata['env']}`" in doc, f.metadata["env"]
+    for var in ("ENV_HOST", "ENV_PORT", "ENV_SLOTS", "ENV_WAIT_SECONDS", "DRY_RUN", "MODEL_ARGS_SCRIPT", "SHOPSIMRL_PYTHON"):
+        assert f"`{var}`" in doc, var
+
+
+@pytest.mark.parametrize("launcher", ["ray", "python"])
+def test_train_without_slime_fails_clearly(tmp_path, launcher):
+    env = {**os.environ, "SLIME_DIR": str(tmp_path / "no-slime"), "SLIME_LAUNCHER": launcher, "RUN_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "train"], capture_output=True, text=True, env=env)
+    assert result.returncode == 2
+    assert f"no train.py in SLIME_DIR={tmp_path / 'no-slime'}" in result.stderr
+    assert "git clone https://github.com/THUDM/slime" in result.stderr
+    assert not (tmp_path / "shopsim_slime_config.yaml").exists()
+
+
+def test_print_args_lists_train_py_arguments(tmp_path):
+    env = {**os.environ, "RUN_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "train", "--print-args", "--", "--num-layers", "2"],
+                            capture_output=True, text=True, env=env, check=True)
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["--hf-checkpoint", "/root/Qwen3-4B"] and lines[-2:] == ["--num-layers", "2"]
+
+
+def test_custom_config_is_yaml_slime_can_read(tmp_path):
+    import yaml
+
+    config = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS": "5"})
+    path = config.write_custom_config()
+    assert yaml.safe_load(path.read_text()) == {
+        "shopsim_env_url": "http://127.0.0.1:5700", "shopsim_trace_dir": str(tmp_path.resolve() / "traces"),
+        "shopsim_max_consecutive_failed_groups": 5, "shopsim_max_steps": 30,
+    }
+
+
+async def test_export_writes_slimes_prompt_file(tmp_path):
+    out = tmp_path / "data" / "train.jsonl"
+    assert await export_prompts(FakeEnv(), "train", out) == 1
+    assert list(read_jsonl(out)) == [{"prompt": TASK.task_id, "metadata": {"task_id": TASK.task_id, "split": "train"}}]
+
+
+def test_export_refuses_in_process_options_with_an_env_url(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "shopsimrl.cli", "data", "export", "--env", "http://127.0.0.1:1", "--products", "10",
+         "--out", str(tmp_path / "x.jsonl")], capture_output=True, text=True)
+    assert result.returncode == 2 and "--products" in result.stderr
+
+
+@pytest.mark.parametrize("module", ["shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.slime.cli",
+                                    "shopsimrl.slime.launch", "shopsimrl.slime.policy"])
+def test_imports_load_no_heavy_dependency(module):
+    code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == ""
+
+
+def test_filter_and_metric_hooks_run_without_heavy_dependencies():
+    code = """
+import sys
+from types import SimpleNamespace as S
+from shopsimrl.slime_runtime import fully_scored_group_filter, normalize_grpo_by_prompt_and_rollout
+from shopsimrl.slime_metrics import record_generated_rollout_groups, enrich_rollout_metrics
+args = S(reward_key="reward")
+group = [S(group_index=0, index=i, rollout_id=None, reward={"reward": float(i)}, metadata={"shopsim_scored": True}) for i in range(2)]
+fully_scored_group_filter(args, group)
+normalize_grpo_by_prompt_and_rollout(args, group)
+record_generated_rollout_groups(args, [group], None)
+enrich_rollout_metrics(0, args, group, {}, 1.0)
+print(",".join(m for m in %r if m in sys.modules))
+""" % (HEAVY,)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == ""
+
+
+# -- run_full_train.sh: the env server's lifecycle ----------------------------------------------------------
+
+
+FAKE_SERVER = """
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/healthz" else 404); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+def fake_python(tmp_path: Path, serve: str) -> Path:
+    """A SHOPSIMRL_PYTHON whose `env serve` is a stand-in server (or a hang); everything else is the real CLI."""
+    (tmp_path / "server.py").write_text(FAKE_SERVER)
+    serve_cmd = {"healthy": f'exec "{sys.executable}" "{tmp_path}/server.py" "$@"', "hang": "exec sleep 60"}[serve]
+    wrapper = tmp_path / "fake-python"
+    wrapper.write_text(
+        "#!/usr/bin/env bash\n"
+        f'if [[ "$*" == *"env serve"* ]]; then echo $$ > "{tmp_path}/server.pid"; {serve_cmd}; fi\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    (tmp_path / "model.sh").write_text("MODEL_ARGS=(--num-layers 2)\n")
+    return wrapper
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def full_env(tmp_path: Path, serve: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB", "ROLLOUT_", "GLOBAL_", "OVER_"))}
+    env.update(SHOPSIMRL_PYTHON=str(fake_python(tmp_path, serve)), ENV_PORT=str(free_port()), RUN_DIR=str(tmp_path / "run"),
+               SLIME_DIR=str(tmp_path / "no-slime"), MODEL_ARGS_SCRIPT=str(tmp_path / "model.sh"), **extra)
+    return env
+
+
+def test_full_run_stops_the_env_server_when_training_fails(tmp_path):
+    result = subprocess.run(["bash", str(FULL)], capture_output=True, text=True, env=full_env(tmp_path, "healthy"),
+                            cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr  # training refused: slime is not installed
+    assert "env server ready" in result.stderr and "no train.py" in result.stderr
+    assert "stopping the env server" in result.stderr
+    assert not alive(int((tmp_path / "server.pid").read_text()))
+
+
+def test_full_run_gives_up_waiting_for_healthz_and_stops_the_server(tmp_path):
+    result = subprocess.run(["bash", str(FULL)], capture_output=True, text=True,
+                            env=full_env(tmp_path, "hang", ENV_WAIT_SECONDS="2"), cwd=tmp_path, timeout=120)
+    assert result.returncode == 1
+    assert "did not answer within ENV_WAIT_SECONDS=2" in result.stderr
+    assert not alive(int((tmp_path / "server.pid").read_text()))
+
+
+def test_ctrl_c_stops_the_env_server(tmp_path):
+    process = subprocess.Popen(["bash", str(FULL)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=full_env(tmp_path, "hang", ENV_WAIT_SECONDS="60"), cwd=tmp_path)
+    pid_file = tmp_path / "server.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert not alive(int(pid_file.read_text()))
