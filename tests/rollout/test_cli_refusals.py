@@ -1,0 +1,57 @@
+"""The CLI refuses bad knobs and options with exit code 2 before any work (no env, no run folder)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from shopsimrl.cli import main as shopsimrl_main
+from shopsimrl.rollout import cli
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail the test if the CLI gets as far as opening an environment."""
+
+    async def forbidden(args):
+        raise AssertionError("the environment was opened although the options are invalid")
+
+    monkeypatch.setattr(cli, "_open_env", forbidden)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--over-sampling-batch-size", "8"], "set --over-sampling-batch-size to at least 16"),
+        (["--global-batch-size", "60"], "choose a global batch size among"),
+        (["--global-batch-size", "12", "--n-samples-per-prompt", "8", "--rollout-batch-size", "3",
+          "--over-sampling-batch-size", "6"], "an optimizer update must hold whole groups"),
+        (["--max-consecutive-failed-groups", "0"], "must be >= 1"),
+        (["--rollout-batch-size", "0"], "rollout_batch_size must be >= 1"),
+        (["--steps", "0"], "--steps must be >= 1"),
+        (["--fault-rate", "1.5"], "--fault-rate is a probability"),
+        (["--episode-concurrency", "0"], "--episode-concurrency must be >= 1"),
+        (["--env", "ftp://x"], "--env must be"),
+        (["--temperature", "0.2"], "used only by --policy openai"),
+    ],
+)
+def test_bad_options_exit_2_before_any_work(tmp_path, capsys, no_work, argv, says):
+    code = shopsimrl_main(["rollout", "--out", str(tmp_path), "--name", "r", *argv])
+    assert code == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_foreign_run_folder_is_refused_not_replaced(tmp_path, capsys, no_work):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "notes.txt").write_text("mine")
+    assert cli.main(["--out", str(tmp_path), "--name", "r"]) == 2
+    assert "does not look like a rollout run" in capsys.readouterr().err
+    assert (tmp_path / "r" / "notes.txt").read_text() == "mine"
+
+
+def test_wandb_missing_is_a_clear_refusal(tmp_path, capsys, no_work, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
+    assert cli.main(["--out", str(tmp_path), "--name", "r", "--wandb"]) == 2
+    assert "pip install 'shopsimrl[wandb]'" in capsys.readouterr().err
