@@ -106,6 +106,18 @@ class BadRequestError(EnvError):
     code = "bad_request"
 
 
+class QueryTooLongError(BadRequestError):
+    """A search argument over the 512-character limit (HTTP 400)."""
+
+    code = "query_too_long"
+
+
+class InvalidRequestError(BadRequestError):
+    """A malformed request body (HTTP 422)."""
+
+    code = "invalid_request"
+
+
 class EnvUnavailableError(EnvError):
     """The env server could not be reached (connection error, timeout)."""
 

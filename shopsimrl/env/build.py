@@ -1,0 +1,229 @@
+"""Building the catalog database: products + search index + tasks in one SQLite file.
+
+The file name encodes (schema version, seed, products, tasks), so another seed or
+size builds another file and an existing one is simply reused.  The build writes
+to a hidden temporary file in the cache folder and renames it only once complete,
+so a crash never leaves a half-built database behind; a lock file keeps two
+processes from building the same catalog at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import secrets
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from shopsimrl.env.catalog import SPLITS, CatalogGenerator, Product
+from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
+from shopsimrl.env.tasks import make_goal, make_instruction
+from shopsimrl.env.text import query_tokens
+
+SCHEMA_VERSION = 1
+DEFAULT_PRODUCTS = 20_000
+DEFAULT_SEED = 0
+MAX_PRODUCTS = 1_000_000
+SPLIT_SHARES = (0.8, 0.1, 0.1)
+CACHE_ENV_VAR = "SHOPSIMRL_CACHE"
+_CHUNK = 5_000
+
+ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
+
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE products (
+        rowid INTEGER PRIMARY KEY, product_id TEXT NOT NULL UNIQUE, title TEXT NOT NULL, brand TEXT NOT NULL,
+        model TEXT NOT NULL, category TEXT NOT NULL, kind TEXT NOT NULL, attributes TEXT NOT NULL,
+        bullets TEXT NOT NULL, options TEXT NOT NULL, price_axis TEXT, prices TEXT NOT NULL,
+        price_min REAL, price_max REAL, split TEXT NOT NULL)""",
+    fts_schema(),
+    """CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY, split TEXT NOT NULL, idx INTEGER NOT NULL, instruction TEXT NOT NULL,
+        goal TEXT NOT NULL, product_rowid INTEGER NOT NULL)""",
+    "CREATE TABLE term_bounds (term TEXT PRIMARY KEY, df INTEGER NOT NULL, max_score REAL NOT NULL)",
+)
+_INSERT_PRODUCT = "INSERT INTO products VALUES (" + ", ".join("?" * 15) + ")"
+_INSERT_FTS = "INSERT INTO search_index (rowid, title, brand, category, model, attributes, options, bullets) " \
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def default_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The argument, else $SHOPSIMRL_CACHE, else ~/.cache/shopsimrl."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get(CACHE_ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "shopsimrl"
+
+
+def default_task_count(products: int) -> int:
+    """One task per ten products, capped at 2,000: each task costs a verifying search at build time."""
+    return max(50, min(products // 10, 2_000))
+
+
+def catalog_path(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
+                 cache_dir: str | os.PathLike[str] | None = None, *, tasks: int | None = None) -> Path:
+    n_tasks = default_task_count(products) if tasks is None else tasks
+    return default_cache_dir(cache_dir) / f"shopsim-v{SCHEMA_VERSION}-seed{seed}-p{products}-t{n_tasks}.sqlite"
+
+
+def split_quotas(n_tasks: int) -> dict[str, int]:
+    train = round(n_tasks * SPLIT_SHARES[0])
+    val = round(n_tasks * SPLIT_SHARES[1])
+    return {"train": train, "val": val, "test": n_tasks - train - val}
+
+
+def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
+                  cache_dir: str | os.PathLike[str] | None = None, *, tasks: int | None = None,
+                  force: bool = False, progress: ProgressFn | None = None) -> Path:
+    """Return the path of the catalog database for (products, seed), building it when missing."""
+    if not 10 <= products <= MAX_PRODUCTS:
+        raise ValueError(f"products must be within 10..{MAX_PRODUCTS}, got {products}")
+    n_tasks = default_task_count(products) if tasks is None else tasks
+    path = catalog_path(products, seed, cache_dir, tasks=n_tasks)
+    if path.exists() and not force:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.exists() and not force:
+            return path  # built by another process while we waited
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            _write_database(tmp, products, seed, n_tasks, progress)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write_database(path: Path, products: int, seed: int, n_tasks: int, progress: ProgressFn | None) -> None:
+    started = time.perf_counter()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-262144"):
+            conn.execute(f"PRAGMA {pragma}")
+        conn.execute("BEGIN")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        candidates = _insert_products(conn, products, seed, n_tasks, progress)
+        if progress:
+            progress("index", 0, 1)
+        conn.execute("INSERT INTO search_index (search_index) VALUES ('optimize')")
+        conn.executemany("INSERT INTO term_bounds VALUES (?, ?, ?)", compute_term_bounds(conn))
+        conn.execute("COMMIT")
+        if progress:
+            progress("index", 1, 1)
+        task_rows, rejected = _select_tasks(path, candidates, seed, n_tasks, progress)
+        counts = {split: sum(1 for row in task_rows if row[1] == split) for split in SPLITS}
+        from shopsimrl import __version__
+
+        meta: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION, "seed": seed, "products": products, "tasks": len(task_rows),
+            "task_counts": counts, "rejected_goals": rejected, "shopsimrl": __version__,
+            "build_seconds": round(time.perf_counter() - started, 3),
+        }
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?)", task_rows)
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def _chunks(items: Iterator[Product], size: int) -> Iterator[list[Product]]:
+    chunk: list[Product] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _insert_products(conn: sqlite3.Connection, products: int, seed: int, n_tasks: int,
+                     progress: ProgressFn | None) -> list[Product]:
+    """Insert every product and its index row; return the sampled goal candidates."""
+    picker = random.Random(f"shopsim-candidates-{seed}")
+    share = min(1.0, 3.0 * n_tasks / products)
+    candidates: list[Product] = []
+    done = 0
+    for chunk in _chunks(CatalogGenerator(seed).products(products), _CHUNK):
+        conn.executemany(_INSERT_PRODUCT, [p.to_row() for p in chunk])
+        conn.executemany(_INSERT_FTS, [(p.rowid, *p.search_columns()) for p in chunk])
+        candidates.extend(p for p in chunk if picker.random() < share)
+        done += len(chunk)
+        if progress:
+            progress("products", done, products)
+    return candidates
+
+
+def _draft(product: Product, seed: int) -> tuple[dict[str, Any], str] | None:
+    """Goal and instruction for one candidate; its own RNG keeps it independent of the others."""
+    rng = random.Random(f"shopsim-task-{seed}-{product.rowid}")
+    goal = make_goal(rng, product)
+    return None if goal is None else (goal, make_instruction(rng, goal))
+
+
+def _select_tasks(path: Path, candidates: list[Product], seed: int, n_tasks: int,
+                  progress: ProgressFn | None) -> tuple[list[tuple], int]:
+    """Draw goals from candidates, in order, until every split's quota is met.
+
+    A goal is kept only when its instruction, used verbatim as the search query,
+    ranks the goal product within the hit list: every task is solvable by search.
+    Candidates of a split only serve that split, so no product is shared between
+    splits.  The searches run on two threads (SQLite releases the GIL); the
+    outcome does not depend on their timing.
+    """
+    quotas = split_quotas(n_tasks)
+    local = threading.local()
+
+    def solvable(draft: tuple[dict[str, Any], str], rowid: int) -> bool:
+        if not hasattr(local, "conn"):
+            local.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            local.bounds = TermBounds.load(local.conn)
+            opened.append(local.conn)
+        return rowid in ranked_search(local.conn, query_tokens(draft[1]), local.bounds, MAX_HITS)
+
+    opened: list[sqlite3.Connection] = []
+    rows: list[tuple] = []
+    made = dict.fromkeys(SPLITS, 0)
+    rejected = 0
+    pending = list(candidates)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        try:
+            while pending and any(made[s] < quotas[s] for s in SPLITS):
+                batch, pending = pending[:256], pending[256:]
+                batch = [p for p in batch if made[p.split] < quotas[p.split]]
+                drafts = [(p, _draft(p, seed)) for p in batch]
+                drafts = [(p, d) for p, d in drafts if d is not None]
+                verdicts = list(pool.map(lambda pd: solvable(pd[1], pd[0].rowid), drafts))
+                for (product, (goal, instruction)), ok in zip(drafts, verdicts):
+                    split = product.split
+                    if not ok:
+                        rejected += 1
+                        continue
+                    if made[split] >= quotas[split]:
+                        continue
+                    task_id = f"{split}-{made[split]:05d}"
+                    rows.append((task_id, split, made[split], instruction, json.dumps(goal), product.rowid))
+                    made[split] += 1
+                if progress:
+                    progress("tasks", len(rows), n_tasks)
+        finally:
+            for conn in opened:
+                conn.close()
+    return rows, rejected

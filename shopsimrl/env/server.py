@@ -1,0 +1,121 @@
+"""The env's HTTP server: FastAPI over one ShopSimEnv.
+
+Endpoints are plain ``def`` functions, so FastAPI runs each env call in its
+threadpool and the event loop never blocks.  ``/reset`` may wait for a free
+slot, so it runs on a thread limiter of its own: waiting resets cannot take the
+threads that the steps and releases which free slots need.  Every error,
+including FastAPI's own validation errors, is ``{"error": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from shopsimrl.env import wire
+from shopsimrl.env.core import ShopSimEnv
+from shopsimrl.env.types import EnvError
+
+MAX_ACTION_CHARS = 8192  # beyond this a body is malformed (422); queries over 512 are a 400
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ResetRequest(_Body):
+    task_id: str = Field(min_length=1, max_length=256)
+    timeout: float | None = Field(default=None, ge=0, le=600)
+
+
+class StepRequest(_Body):
+    lease_id: str = Field(min_length=1, max_length=256)
+    action: str = Field(max_length=MAX_ACTION_CHARS)
+
+
+class TerminateRequest(_Body):
+    lease_id: str = Field(min_length=1, max_length=256)
+    reason: str = Field(min_length=1, max_length=64)
+
+
+class ReleaseRequest(_Body):
+    lease_id: str = Field(min_length=1, max_length=256)
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    # Plain json.dumps: the payloads are already JSON-ready dicts, no encoder pass needed.
+    return Response(json.dumps(data, ensure_ascii=False), status_code=status, media_type="application/json")
+
+
+def create_app(env: ShopSimEnv) -> FastAPI:
+    app = FastAPI(title="ShopSim", version="1", docs_url="/docs", redoc_url=None)
+    reset_limiter = anyio.CapacityLimiter(env.slots + 8)
+
+    @app.exception_handler(EnvError)
+    async def _env_error(_request: Request, exc: EnvError) -> Response:
+        return _json(wire.error_body(exc.code, exc.message), wire.status_for(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_request: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
+        return _json(wire.error_body("invalid_request", problems or "malformed request"), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
+        return _json(wire.error_body(code, str(exc.detail)), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _internal_error(_request: Request, exc: Exception) -> Response:
+        return _json(wire.error_body("internal_error", f"{type(exc).__name__}: {exc}"), 500)
+
+    @app.post("/reset")
+    async def reset(body: ResetRequest) -> Response:
+        result = await anyio.to_thread.run_sync(lambda: env.reset(body.task_id, timeout=body.timeout),
+                                                limiter=reset_limiter)
+        return _json(wire.reset_to_json(result))
+
+    @app.post("/step")
+    def step(body: StepRequest) -> Response:
+        return _json(wire.step_to_json(env.step(body.lease_id, body.action)))
+
+    @app.post("/terminate")
+    def terminate(body: TerminateRequest) -> Response:
+        return _json(wire.step_to_json(env.terminate(body.lease_id, body.reason)))
+
+    @app.post("/release")
+    def release(body: ReleaseRequest) -> Response:
+        env.release(body.lease_id)
+        return _json({"released": True})
+
+    @app.get("/tasks")
+    def tasks(split: str = "train") -> Response:
+        return _json({"split": split, "task_ids": env.list_tasks(split)})
+
+    @app.get("/tasks/{task_id}")
+    def task(task_id: str) -> Response:
+        return _json(wire.task_to_json(env.get_task(task_id)))
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json(env.health())
+
+    @app.get("/counters")
+    def counters() -> Response:
+        return _json(env.counters())
+
+    return app
+
+
+def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_level: str = "warning") -> None:
+    """Run the server in the foreground until interrupted."""
+    import uvicorn
+
+    uvicorn.run(create_app(env), host=host, port=port, log_level=log_level, access_log=False)

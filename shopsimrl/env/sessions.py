@@ -1,0 +1,94 @@
+"""Session slots and leases.
+
+The env holds a fixed number of slots (the concurrency it promises to serve).
+``acquire`` takes a free slot, waiting up to a timeout, and hands out a lease: an
+unguessable id that names the episode until ``release``.  A lease id that is
+unknown, released or expired is a conflict and never touches another lease's
+slot.  Leases idle for longer than ``idle_timeout`` are reclaimed when someone is
+waiting for a slot, so a crashed caller cannot hold slots forever.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from shopsimrl.env.types import LeaseConflictError, NoFreeSlotError
+
+T = TypeVar("T")
+
+
+@dataclass
+class Lease(Generic[T]):
+    lease_id: str
+    slot: int
+    episode: T
+    lock: threading.Lock = field(default_factory=threading.Lock)  # serializes this lease's steps
+    last_used: float = field(default_factory=time.monotonic)
+    released: bool = False
+
+
+class SlotPool(Generic[T]):
+    def __init__(self, slots: int, *, idle_timeout: float | None = 1800.0) -> None:
+        if slots < 1:
+            raise ValueError("slots must be >= 1")
+        self.slots = slots
+        self.idle_timeout = idle_timeout
+        self._cond = threading.Condition()
+        self._free = list(range(slots - 1, -1, -1))
+        self._leases: dict[str, Lease[T]] = {}
+        self.expired = 0
+
+    def acquire(self, episode: T, timeout: float) -> Lease[T]:
+        """Lease a free slot for ``episode``, waiting up to ``timeout`` seconds."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while not self._free:
+                self._reclaim_idle()
+                if self._free:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise NoFreeSlotError(f"all {self.slots} slots are leased; waited {timeout:.1f}s")
+                self._cond.wait(min(remaining, 1.0))
+            lease = Lease(secrets.token_urlsafe(24), self._free.pop(), episode)
+            self._leases[lease.lease_id] = lease
+            return lease
+
+    def get(self, lease_id: str) -> Lease[T]:
+        with self._cond:
+            lease = self._leases.get(lease_id) if isinstance(lease_id, str) else None
+            if lease is None:
+                raise LeaseConflictError("unknown, released or expired lease id")
+            lease.last_used = time.monotonic()
+            return lease
+
+    def release(self, lease_id: str) -> Lease[T]:
+        """Free the lease's own slot; a stale id raises and frees nothing."""
+        with self._cond:
+            lease = self._leases.pop(lease_id, None) if isinstance(lease_id, str) else None
+            if lease is None:
+                raise LeaseConflictError("unknown, released or expired lease id")
+            lease.released = True
+            self._free.append(lease.slot)
+            self._cond.notify()
+            return lease
+
+    def _reclaim_idle(self) -> None:
+        if self.idle_timeout is None:
+            return
+        cutoff = time.monotonic() - self.idle_timeout
+        for lease_id, lease in list(self._leases.items()):
+            if lease.last_used < cutoff and not lease.lock.locked():
+                del self._leases[lease_id]
+                lease.released = True
+                self._free.append(lease.slot)
+                self.expired += 1
+
+    def counters(self) -> dict[str, int]:
+        with self._cond:
+            return {"slots": self.slots, "free_slots": len(self._free), "leased": len(self._leases),
+                    "expired": self.expired}
