@@ -45,7 +45,13 @@ def _norm_value(text: str) -> str:
 
 
 def fuzzy_match(a: str, b: str) -> bool:
+    """Option values: token-set ratio > 85 on casefolded text ("7.5" stays one token)."""
     return fuzz.token_set_ratio(_norm_value(a), _norm_value(b), processor=None) > FUZZY_THRESHOLD
+
+
+def attribute_match(a: str, b: str) -> bool:
+    """Attributes: token-set ratio > 85 with punctuation as spaces ("memory-foam" = "memory foam")."""
+    return fuzz.token_set_ratio(fold(a), fold(b), processor=None) > FUZZY_THRESHOLD
 
 
 def budget_limit(budget: Mapping[str, Any] | None) -> float | None:
@@ -99,7 +105,7 @@ def matched_attributes(purchased: Any, goal_attributes: Iterable[str]) -> int:
     text = fold(" ".join([_get(purchased, "title", ""), *(_get(purchased, "bullets", ()) or ())]))
     return sum(
         1 for goal_attr in goal_attributes
-        if any(fuzzy_match(goal_attr, a) for a in attrs) or contains_phrase(text, goal_attr)
+        if any(attribute_match(goal_attr, a) for a in attrs) or contains_phrase(text, goal_attr)
     )
 
 

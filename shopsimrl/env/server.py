@@ -119,3 +119,49 @@ def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_lev
     import uvicorn
 
     uvicorn.run(create_app(env), host=host, port=port, log_level=log_level, access_log=False)
+
+
+class ServerThread:
+    """Run the server on a background thread (tests, benchmarks, notebooks).
+
+    ``port=0`` picks a free port; ``url`` tells which one once started.
+    """
+
+    def __init__(self, env: ShopSimEnv, host: str = "127.0.0.1", port: int = 0, *,
+                 log_level: str = "warning") -> None:
+        import threading
+
+        import uvicorn
+
+        config = uvicorn.Config(create_app(env), host=host, port=port, log_level=log_level, access_log=False,
+                                lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="shopsim-server", daemon=True)
+        self.host = host
+        self.port = port
+
+    def start(self, timeout: float = 10.0) -> ServerThread:
+        import time
+
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("env server did not start")
+            time.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10.0)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

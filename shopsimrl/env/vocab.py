@@ -202,7 +202,7 @@ CATEGORIES: tuple[Category, ...] = (
              "", ("unscented", "low dust", "odor control", "lightweight", "plant based", "multi-cat",
                   "flushable", "easy scoop", "high sides", "activated charcoal"),
              (Axis("size", ("10lb", "18lb", "25lb", "40lb"), pricing=True, max_values=3),), (8, 70),
-             ("multi-cat homes", "apartments", "kittens", "senior cats")),
+             ("busy households", "apartments", "kittens", "senior cats")),
     Category(("Toys & Games", "Building", "Blocks"), ("building blocks set", "magnetic tiles", "marble run",
                                                       "construction kit", "brick set"),
              "", ("bpa free", "stem educational", "ages 3+", "storage bin included", "compatible with major brands",
