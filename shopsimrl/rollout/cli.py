@@ -29,7 +29,7 @@ EXIT_REFUSED = 2
 EXIT_TOO_MANY_TECHNICAL_FAILURES = 3
 
 IN_PROCESS = "inprocess"
-DEFAULT_PRODUCTS = 20_000
+DEFAULT_PRODUCTS = 20_000  # the env's default catalog (shopsimrl.env.build.DEFAULT_PRODUCTS)
 DEFAULT_CATALOG_SEED = 0
 
 
@@ -104,20 +104,23 @@ def knobs_from_args(args: argparse.Namespace) -> SamplingKnobs:
     )
 
 
+_OPENAI_ONLY = {
+    "openai_base_url": "base_url",
+    "openai_model": "model",
+    "openai_api_key_env": "api_key_env",
+    "max_tokens": "max_tokens",
+    "request_timeout": "timeout",
+}
+
+
 def policy_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The policy's constructor options from the CLI (only those given); OpenAI options need --policy openai."""
-    mapping = {
-        "openai_base_url": "base_url",
-        "openai_model": "model",
-        "openai_api_key_env": "api_key_env",
-        "temperature": "temperature",
-        "max_tokens": "max_tokens",
-        "request_timeout": "timeout",
-    }
-    given = {option: getattr(args, flag) for flag, option in mapping.items() if getattr(args, flag) is not None}
+    """The policy's constructor options (only those given); ``--temperature`` serves both policies."""
+    given = {option: getattr(args, flag) for flag, option in _OPENAI_ONLY.items() if getattr(args, flag) is not None}
     if given and args.policy != "openai":
-        flags = ", ".join("--" + f.replace("_", "-") for f, o in mapping.items() if o in given)
-        raise UsageError(f"{flags}: used only by --policy openai (the heuristic policy takes no such option)")
+        flags = ", ".join("--" + f.replace("_", "-") for f, o in _OPENAI_ONLY.items() if o in given)
+        raise UsageError(f"{flags}: used only by --policy openai")
+    if args.temperature is not None:
+        given["temperature"] = args.temperature
     return given
 
 
@@ -157,14 +160,19 @@ def handle(args: argparse.Namespace) -> int:
 
 
 async def _open_env(args: argparse.Namespace) -> Any:
-    """The env client: in-process ShopSim (catalog built or loaded) or the HTTP client of a server."""
-    if args.env == IN_PROCESS:
-        from shopsimrl.env import InProcessEnvClient
+    """The env client: in-process ShopSim (catalog built on first use, then cached) or an env server's URL."""
+    if args.env != IN_PROCESS:
+        from shopsimrl.env import HttpEnvClient
 
-        return InProcessEnvClient.from_catalog(products=args.products, seed=args.catalog_seed)
-    from shopsimrl.env import HttpEnvClient
+        return HttpEnvClient(args.env)
+    from shopsimrl.env import InProcessEnvClient, catalog_path, load_env
 
-    return HttpEnvClient(args.env)
+    if not catalog_path(args.products, args.catalog_seed).exists():
+        print(f"building the ShopSim catalog ({args.products} products, seed {args.catalog_seed}); "
+              f"cached for later runs", flush=True)
+    # one env slot per concurrent episode, so a reset never waits for a slot
+    env = await asyncio.to_thread(load_env, args.products, args.catalog_seed, slots=args.episode_concurrency)
+    return InProcessEnvClient(env, owns_env=True)
 
 
 async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any]) -> int:
@@ -186,6 +194,8 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     config = RolloutConfig(knobs=knobs, steps=args.steps, seed=args.seed, out=args.out, name=name,
                            episode_concurrency=args.episode_concurrency)
     console = Console()
+    if not console.is_terminal:  # captured output: wide enough for the summary table
+        console = Console(width=max(console.width, 160))
     env = await _open_env(args)
     logger = None
     code = EXIT_FAILED

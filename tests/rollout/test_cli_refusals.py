@@ -33,7 +33,7 @@ def no_work(monkeypatch):
         (["--fault-rate", "1.5"], "--fault-rate is a probability"),
         (["--episode-concurrency", "0"], "--episode-concurrency must be >= 1"),
         (["--env", "ftp://x"], "--env must be"),
-        (["--temperature", "0.2"], "used only by --policy openai"),
+        (["--openai-model", "m"], "--openai-model: used only by --policy openai"),
     ],
 )
 def test_bad_options_exit_2_before_any_work(tmp_path, capsys, no_work, argv, says):
