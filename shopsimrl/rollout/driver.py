@@ -77,10 +77,8 @@ class CompletionQueue(Generic[K, T]):
 
         Returns (cancelled keys, keys that had finished but were never taken by ``next_batch``).
         """
-        cancelled = list(self._pending)
         tasks = list(self._pending.values())
-        for task in tasks:
-            task.cancel()
+        cancelled = [key for key, task in list(self._pending.items()) if task.cancel()]  # False: already done
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._pending.clear()

@@ -71,4 +71,5 @@ class TaskSampler:
 
     def state(self) -> dict[str, int]:
         """Where the sampler stands (for logs): epoch and position in it."""
-        return {"epoch": self.epoch, "position": len(self._tasks) - len(self._order), "deferred": len(self._deferred)}
+        position = len(self._tasks) - len(self._order) if self.epoch else 0
+        return {"epoch": self.epoch, "position": position, "deferred": len(self._deferred)}
