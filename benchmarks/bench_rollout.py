@@ -116,14 +116,67 @@ def bench_zero_cost_steps(steps: int, knobs: SamplingKnobs) -> dict[str, float]:
     return figures
 
 
+async def _env_steps(client: Any, steps: int, knobs: SamplingKnobs, concurrency: int) -> tuple[Any, float]:
+    from shopsimrl.agent import make_policy
+    from shopsimrl.rollout.runner import agent_runner
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = RolloutConfig(knobs=knobs, steps=steps, out=Path(tmp), name="bench", episode_concurrency=concurrency)
+        tasks = await client.list_tasks("train")
+        start = time.perf_counter()
+        result = await run_rollout(config, agent_runner(client, make_policy("heuristic")), tasks)
+        return result, time.perf_counter() - start
+
+
+def bench_env_steps(products: int, steps: int, knobs: SamplingKnobs, concurrency: int) -> dict[str, Any]:
+    """Full steps with the heuristic agent on the in-process env, then through the HTTP env server."""
+    from shopsimrl.env import HttpEnvClient, InProcessEnvClient, load_env
+    from shopsimrl.env.server import ServerThread
+
+    env = load_env(products, 0, slots=concurrency)
+    try:
+        async def in_process() -> tuple[Any, float]:
+            client = InProcessEnvClient(env)
+            try:
+                return await _env_steps(client, steps, knobs, concurrency)
+            finally:
+                await client.aclose()
+
+        local, local_wall = asyncio.run(in_process())
+        with ServerThread(env) as server:
+            async def over_http() -> tuple[Any, float]:
+                client = HttpEnvClient(server.url)
+                try:
+                    return await _env_steps(client, steps, knobs, concurrency)
+                finally:
+                    await client.aclose()
+
+            remote, remote_wall = asyncio.run(over_http())
+    finally:
+        env.close()
+    return {
+        "products": products,
+        "episode_concurrency": concurrency,
+        "in_process": _step_figures(local, local_wall),
+        "http": _step_figures(remote, remote_wall),
+    }
+
+
 def main(quick: bool = False) -> dict[str, Any]:
     knobs = SamplingKnobs()
     steps = 1 if quick else 3
+    zero = bench_zero_cost_steps(steps, knobs)
+    env_steps = bench_env_steps(2_000 if quick else 20_000, steps, knobs, concurrency=64)
+    real = env_steps["in_process"]
+    driver_seconds = zero["driver_ms_per_group"] / 1e3 * real["groups_completed"]
     results: dict[str, Any] = {
         "machine": f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}",
         "knobs": knobs.as_dict(),
         "completion_path": bench_completion(IN_FLIGHT, repeats=1 if quick else 3),
-        "zero_cost_steps": bench_zero_cost_steps(steps, knobs),
+        "zero_cost_steps": zero,
+        "env_steps": env_steps,
+        # the zero-cost driver time for as many groups as the real steps completed, over the real step time
+        "driver_overhead_share": driver_seconds / (real["step_seconds_mean"] * real["steps"]),
     }
     atomic_write_json(RESULTS, results)
     print(json.dumps(results, indent=2))
