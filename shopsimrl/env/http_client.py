@@ -4,11 +4,18 @@ Retries happen only on connection errors (the request never reached the
 server), because step/terminate/release are not idempotent: a request that
 timed out may have been applied.  Error responses are turned back into the same
 EnvError subclasses the in-process client raises.
+
+Requests are spread over several small httpx clients ("shards", a lease always
+on the same one): one httpx connection pool serving dozens of concurrent
+requests spends more time managing itself than sending, which cut throughput
+threefold at 32 concurrent sessions in the env benchmark.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import zlib
 from typing import Any
 
 import httpx
@@ -20,7 +27,7 @@ from shopsimrl.env.types import EnvError, EnvUnavailableError, ResetResult, Step
 class HttpEnvClient:
     def __init__(self, base_url: str, timeout: float = 30.0, *, connect_retries: int = 3,
                  retry_backoff: float = 0.2, slot_timeout: float | None = None, max_connections: int = 256,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 shards: int = 32, transport: httpx.AsyncBaseTransport | None = None) -> None:
         """``slot_timeout``: how long the server may wait for a free slot in reset (None: its default).
 
         The reset request's read timeout is widened by that wait.
@@ -30,16 +37,27 @@ class HttpEnvClient:
         self.connect_retries = connect_retries
         self.retry_backoff = retry_backoff
         self.slot_timeout = slot_timeout
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client = httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(timeout), limits=limits,
-                                         transport=transport)
+        per_shard = max(1, -(-max_connections // max(1, shards)))
+        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
+        self._clients = [
+            httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(timeout), limits=limits,
+                              transport=transport)
+            for _ in range(1 if transport is not None else max(1, shards))
+        ]
+        self._round_robin = itertools.cycle(range(len(self._clients)))
+
+    def _client_for(self, lease_id: str | None) -> httpx.AsyncClient:
+        if lease_id is None:
+            return self._clients[next(self._round_robin)]
+        return self._clients[zlib.crc32(lease_id.encode()) % len(self._clients)]
 
     async def _request(self, method: str, path: str, *, json: dict[str, Any] | None = None,
                        params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        client = self._client_for(json.get("lease_id") if json else None)
         attempt = 0
         while True:
             try:
-                response = await self._client.request(
+                response = await client.request(
                     method, path, json=json, params=params,
                     timeout=httpx.Timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
                 break
@@ -94,7 +112,8 @@ class HttpEnvClient:
         return dict(await self._request("GET", "/healthz"))
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._clients:
+            await client.aclose()
 
     async def __aenter__(self) -> HttpEnvClient:
         return self

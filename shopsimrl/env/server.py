@@ -10,6 +10,7 @@ including FastAPI's own validation errors, is ``{"error": {"code", "message"}}``
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import anyio
@@ -23,6 +24,7 @@ from shopsimrl.env import wire
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.types import EnvError
 
+OPS_THREADS = int(os.environ.get("SHOPSIM_OPS_THREADS", "4"))
 MAX_ACTION_CHARS = 8192  # beyond this a body is malformed (422); queries over 512 are a 400
 
 
@@ -57,6 +59,10 @@ def _json(data: Any, status: int = 200) -> Response:
 def create_app(env: ShopSimEnv) -> FastAPI:
     app = FastAPI(title="ShopSim", version="1", docs_url="/docs", redoc_url=None)
     reset_limiter = anyio.CapacityLimiter(env.slots + 8)
+    ops_limiter = anyio.CapacityLimiter(OPS_THREADS)
+
+    async def run(fn: Any, *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=ops_limiter)
 
     @app.exception_handler(EnvError)
     async def _env_error(_request: Request, exc: EnvError) -> Response:
@@ -83,16 +89,16 @@ def create_app(env: ShopSimEnv) -> FastAPI:
         return _json(wire.reset_to_json(result))
 
     @app.post("/step")
-    def step(body: StepRequest) -> Response:
-        return _json(wire.step_to_json(env.step(body.lease_id, body.action)))
+    async def step(body: StepRequest) -> Response:
+        return _json(wire.step_to_json(await run(env.step, body.lease_id, body.action)))
 
     @app.post("/terminate")
-    def terminate(body: TerminateRequest) -> Response:
-        return _json(wire.step_to_json(env.terminate(body.lease_id, body.reason)))
+    async def terminate(body: TerminateRequest) -> Response:
+        return _json(wire.step_to_json(await run(env.terminate, body.lease_id, body.reason)))
 
     @app.post("/release")
-    def release(body: ReleaseRequest) -> Response:
-        env.release(body.lease_id)
+    async def release(body: ReleaseRequest) -> Response:
+        await run(env.release, body.lease_id)
         return _json({"released": True})
 
     @app.get("/tasks")
