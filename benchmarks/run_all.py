@@ -78,7 +78,10 @@ def main(quick: bool = False) -> dict[str, Any]:
         "benchmarks": benches,
     }
     atomic_write_json(SUMMARY, summary)
-    Console().print(summary_table(benches))
+    console = Console()
+    if not console.is_terminal:  # captured: wide enough for dotted metric names
+        console = Console(width=max(console.width, 140))
+    console.print(summary_table(benches))
     return summary
 
 
