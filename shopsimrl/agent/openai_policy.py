@@ -190,15 +190,16 @@ class _OpenAIEpisode:
     def _append_observation(self, observation: Observation, feedback: TurnFeedback | None) -> None:
         if not self._messages:
             self._messages.append({"role": "system", "content": self._policy.options.system_prompt})
-            self._messages.append(
-                {"role": "user", "content": f"Instruction: {self._task.instruction}\n\n{observation.text}"}
-            )
+            first = observation.text
+            if self._task.instruction not in first:  # ShopSim pages already start with the instruction
+                first = f"Instruction: {self._task.instruction}\n\n{first}"
+            self._messages.append({"role": "user", "content": first})
             return
         if feedback is not None and feedback.source == "protocol":
             content = f"Error: {feedback.message} The page has not changed."
-        elif feedback is not None:
+        elif feedback is not None and feedback.message not in observation.text:
             content = f"Error: {feedback.message}\n\n{observation.text}"
-        else:
+        else:  # ShopSim pages already start with the env's "Invalid action (...)" line
             content = observation.text
         if self._unanswered:
             # Every call of the last assistant message gets an answer, as the API requires.

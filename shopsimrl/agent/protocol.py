@@ -81,8 +81,9 @@ def offered_tool_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
 def parse_turn(turn: PolicyTurn, offered_tools: Sequence[Mapping[str, Any]] = ()) -> str | ProtocolError | GenerationCut:
     """Return the env action string of ``turn``, or the protocol error, or a generation cut.
 
-    ``offered_tools`` only words the error messages (it lists what the page offers);
-    it does not restrict the names accepted, see the module docstring.
+    ``offered_tools`` words the error messages (it lists what the page offers) and
+    supplies argument limits (``maxLength``); it does not restrict the names or values
+    accepted, see the module docstring.
     """
     calls = turn.tool_calls
     offered = ", ".join(offered_tool_names(offered_tools)) or "none"
@@ -113,7 +114,27 @@ def parse_turn(turn: PolicyTurn, offered_tools: Sequence[Mapping[str, Any]] = ()
             f"Invalid arguments for {call.name}: {_summarize(exc)}. "
             f'Expected a JSON object like {{"{field_name}": "..."}}.',
         )
-    return f"{call.name}[{getattr(arguments, field_name)}]"
+    value: str = getattr(arguments, field_name)
+    limit = _max_length(offered_tools, call.name, field_name)
+    if limit is not None and len(value) > limit:
+        # The env would reject it as a bad request (a technical error); it is the model's fault.
+        return ProtocolError(
+            "invalid_arguments",
+            f"Invalid arguments for {call.name}: {field_name} is {len(value)} characters long; the limit is {limit}.",
+        )
+    return f"{call.name}[{value}]"
+
+
+def _max_length(tools: Sequence[Mapping[str, Any]], name: str, field_name: str) -> int | None:
+    """The ``maxLength`` the offered schema of tool ``name`` sets on its argument, if any."""
+    for tool in tools:
+        function = tool.get("function", tool)
+        if not isinstance(function, Mapping) or function.get("name") != name:
+            continue
+        schema = (function.get("parameters") or {}).get("properties", {}).get(field_name, {})
+        limit = schema.get("maxLength") if isinstance(schema, Mapping) else None
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+    return None
 
 
 def _summarize(exc: ValidationError) -> str:
