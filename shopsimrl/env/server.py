@@ -1,16 +1,15 @@
 """The env's HTTP server: FastAPI over one ShopSimEnv.
 
-Endpoints are plain ``def`` functions, so FastAPI runs each env call in its
-threadpool and the event loop never blocks.  ``/reset`` may wait for a free
-slot, so it runs on a thread limiter of its own: waiting resets cannot take the
-threads that the steps and releases which free slots need.  Every error,
+Every env call runs in a worker thread (anyio.to_thread), so the event loop
+never blocks; steps use a bounded thread limiter of their own.  ``/reset`` may
+wait for a free slot, so it runs on a separate limiter: waiting resets cannot
+take the threads that the steps and releases which free slots need.  Every error,
 including FastAPI's own validation errors, is ``{"error": {"code", "message"}}``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import anyio
@@ -24,7 +23,6 @@ from shopsimrl.env import wire
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.types import EnvError
 
-OPS_THREADS = int(os.environ.get("SHOPSIM_OPS_THREADS", "4"))
 MAX_ACTION_CHARS = 8192  # beyond this a body is malformed (422); queries over 512 are a 400
 
 
@@ -56,10 +54,11 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data, ensure_ascii=False), status_code=status, media_type="application/json")
 
 
-def create_app(env: ShopSimEnv) -> FastAPI:
+def create_app(env: ShopSimEnv, *, threads: int = 16) -> FastAPI:
+    """The app; ``threads`` bounds the worker threads running steps (searches release the GIL)."""
     app = FastAPI(title="ShopSim", version="1", docs_url="/docs", redoc_url=None)
     reset_limiter = anyio.CapacityLimiter(env.slots + 8)
-    ops_limiter = anyio.CapacityLimiter(OPS_THREADS)
+    ops_limiter = anyio.CapacityLimiter(threads)
 
     async def run(fn: Any, *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=ops_limiter)
