@@ -28,7 +28,7 @@ from typing import Any
 from shopsimrl.agent.policy import Policy, PolicyEpisode, PolicyTurn, TurnFeedback
 from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
 from shopsimrl.agent.trace import TraceRecorder, json_safe, write_trace
-from shopsimrl.env.types import EnvClient, StepResult
+from shopsimrl.env.types import EnvClient, ResetResult, StepResult
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +201,7 @@ async def _play(
     tally: _Tally,
 ) -> None:
     """The turn loop; leaves its outcome in ``tally`` and raises :class:`_Technical` on failure."""
-    reset = await _guard("reset", env.reset, task_id)
-    tally.lease_id = reset.lease_id
+    reset = await _guard("reset", _reset, env, task_id, tally)
     recorder.task = reset.task
     try:
         episode: PolicyEpisode = policy.new_episode(reset.task, seed)
@@ -270,6 +269,24 @@ async def _guard(stage: str, method: Callable[..., Awaitable[Any]], *args: Any) 
         raise _Technical(stage, exc) from exc
 
 
+async def _reset(env: EnvClient, task_id: str, tally: _Tally) -> ResetResult:
+    """Reset so that a cancellation arriving meanwhile cannot lose the lease it creates.
+
+    A reset runs on (a worker thread or a server) even when its caller is cancelled;
+    its lease would then belong to nobody.  So the reset is finished first and its
+    lease recorded for ``run_episode``'s ``finally`` to release.
+    """
+    work = asyncio.ensure_future(_call(env.reset, task_id))
+    try:
+        result: ResetResult = await run_shielded(work)
+    except asyncio.CancelledError:
+        if work.done() and not work.cancelled() and work.exception() is None:
+            tally.lease_id = work.result().lease_id
+        raise
+    tally.lease_id = result.lease_id
+    return result
+
+
 def _env_feedback(result: StepResult) -> TurnFeedback | None:
     feedback = result.info.get("feedback")
     if not feedback:
@@ -332,21 +349,21 @@ async def run_shielded(awaitable: Awaitable[Any]) -> Any:
     ``asyncio.shield`` alone lets the *caller* return early on cancellation while the
     inner task goes on, so a test (or the driver) could observe the lease still held.
     Here the caller keeps waiting until the work is done, then re-raises the
-    cancellation it swallowed, so cancellation still propagates.
+    cancellation it swallowed, so cancellation still propagates (and wins over any
+    error of the work itself).
     """
     task = asyncio.ensure_future(awaitable)
     interrupted = False
-    while True:
+    while not task.done():
         try:
-            result = await asyncio.shield(task)
-            break
+            await asyncio.wait({task})
         except asyncio.CancelledError:
-            if task.done():  # the work itself was cancelled, not just us
-                raise
             interrupted = True
     if interrupted:
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it as never retrieved
         raise asyncio.CancelledError
-    return result
+    return task.result()
 
 
 async def _call(method: Callable[..., Awaitable[Any]], *args: Any) -> Any:

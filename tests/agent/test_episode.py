@@ -257,3 +257,33 @@ async def test_unwritable_trace_path_does_not_lose_the_episode(tmp_path: Path) -
     result = await run_episode(FakeEnv(), ScriptedPolicy(WINNING), TASK.task_id, rollout_id="r", seed=0,
                                trace_path=blocker / "trace.json")
     assert result.scored and result.trace_path is None
+
+
+async def test_cancel_during_reset_still_releases_the_lease_the_reset_creates() -> None:
+    gate = asyncio.Event()
+    env = FakeEnv(block_on="reset", gate=gate)
+    task = asyncio.create_task(play(env, ScriptedPolicy(WINNING)))
+    while not env.calls:
+        await asyncio.sleep(0)
+    task.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not task.done()  # waits for the reset instead of orphaning its lease
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert env.leased == 0 and len(env.released) == 1 and not any(c[0] == "step" for c in env.calls)
+
+
+async def test_cancel_during_a_failing_reset_still_propagates_the_cancellation() -> None:
+    gate = asyncio.Event()
+    env = FakeEnv(block_on="reset", gate=gate, fail_on="reset")
+    task = asyncio.create_task(play(env, ScriptedPolicy(WINNING)))
+    while not env.calls:
+        await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0)
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert env.released == []

@@ -266,3 +266,30 @@ def test_importing_the_agent_does_not_import_openai() -> None:
     code = "import sys, shopsimrl.agent; print('openai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+async def test_shopsim_pages_are_not_doubled_in_the_messages() -> None:
+    """ShopSim pages already start with the instruction and the env's feedback line: no repeats."""
+    from types import SimpleNamespace
+
+    from shopsimrl.agent import TurnFeedback
+    from shopsimrl.env import Observation
+
+    sent: list[list[dict[str, Any]]] = []
+
+    async def complete(messages, tools, seed):
+        sent.append([dict(m) for m in messages])
+        call = SimpleNamespace(id="c1", function=SimpleNamespace(name="click", arguments='{"value": "x"}'))
+        message = SimpleNamespace(content=None, tool_calls=[call])
+        return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="tool_calls")], usage=None)
+
+    p = OpenAIPolicy()
+    p.complete = complete  # type: ignore[method-assign]
+    episode = p.new_episode(TASK, 0)
+    page = Observation(text=f"Instruction: {TASK.instruction}\n\n[Search page]\n", state={}, tools=[])
+    await episode.act(page, None)
+    assert sent[0][1]["content"] == page.text
+    refused = Observation(text=f"Invalid action (unavailable_action): 'x' is not clickable here\n\n{page.text}",
+                          state={}, tools=[])
+    await episode.act(refused, TurnFeedback("env", "unavailable_action", "'x' is not clickable here"))
+    assert sent[1][-1] == {"role": "tool", "tool_call_id": "c1", "content": refused.text}
