@@ -110,6 +110,28 @@ class _HalfClueless:
         return self.heuristic.new_episode(task, seed)
 
 
+class _Slow:
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    async def act(self, observation, feedback):
+        await asyncio.sleep(0.5)  # holds its env lease mid-episode
+        return await self.inner.act(observation, feedback)
+
+
+class _SlowHalf:
+    """The heuristic, slowed down on half the tasks: those episodes are surely in flight at the abort."""
+
+    name = "slow-half"
+
+    def __init__(self) -> None:
+        self.heuristic = make_policy("heuristic")
+
+    def new_episode(self, task, seed):
+        episode = self.heuristic.new_episode(task, seed)
+        return _Slow(episode) if unit_hash("slow", task.task_id) < 0.5 else episode
+
+
 def _run_api(shop, tmp_path, knobs, *, policy, concurrency=32, steps=1, client=None, max_turns=4):
     async def main():
         env = client or InProcessEnvClient(shop)
@@ -128,7 +150,7 @@ def _run_api(shop, tmp_path, knobs, *, policy, concurrency=32, steps=1, client=N
 def test_abort_leaves_zero_leased_env_slots(shop, tmp_path):
     knobs = SamplingKnobs(rollout_batch_size=2, n_samples_per_prompt=4, over_sampling_batch_size=16,
                           global_batch_size=8)
-    result = _run_api(shop, tmp_path, knobs, policy=make_policy("heuristic"), concurrency=64, steps=2,
+    result = _run_api(shop, tmp_path, knobs, policy=_SlowHalf(), concurrency=64, steps=2,
                       max_turns=30)
     assert all(r.aborted for r in result.reports)  # episodes were in flight when the steps ended
     counters = shop.counters()
@@ -153,7 +175,7 @@ def test_real_all_wrong_groups_dropped_as_zero_std_are_triaged_and_queued(shop, 
 
 
 def test_fault_injection_yields_technical_drops(tmp_path, cli_cache, capsys):
-    code = cli.main([*SMALL_ARGS, "--steps", "2", "--fault-rate", "0.02", "--max-consecutive-failed-groups", "100",
+    code = cli.main([*SMALL_ARGS, "--steps", "2", "--fault-rate", "0.03", "--max-consecutive-failed-groups", "100",
                      "--out", str(tmp_path), "--name", "faults"])
     assert code == 0, capsys.readouterr().err
     run = tmp_path / "faults"
