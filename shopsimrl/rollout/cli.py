@@ -195,7 +195,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
                            episode_concurrency=args.episode_concurrency)
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
-        console = Console(width=max(console.width, 160))
+        console = Console(width=max(console.width, 150))
     env = await _open_env(args)
     logger = None
     code = EXIT_FAILED

@@ -61,19 +61,17 @@ def _wave_row(w: WaveStats) -> list[Any]:
     return [
         str(w.wave), str(w.submitted), str(w.running), str(w.completed), str(w.kept), str(w.fallback),
         str(w.dropped.get(REASON_ZERO_STD, 0)), str(w.dropped.get(REASON_TECHNICAL, 0)), str(w.surplus),
-        str(w.aborted), ProgressBar(total=max(w.submitted, 1), completed=w.completed + w.aborted, width=20),
+        str(w.aborted), ProgressBar(total=max(w.submitted, 1), completed=w.completed + w.aborted, width=12),
     ]
 
 
 def render_progress(p: StepProgress) -> Group:
     """The live view of one step: a header with the kept bar, then one row per wave."""
     header = Table.grid(padding=(0, 1))
-    header.add_row(
-        Text(f"step {p.step}", style="bold"),
-        ProgressBar(total=p.target, completed=p.kept, width=30),
-        Text(f"kept {p.kept}/{p.target}  remaining {p.remaining}  episodes running {p.episodes_running}  "
-             f"{p.elapsed:6.1f}s  {p.state}"),
-    )
+    header.add_row(Text(f"step {p.step}", style="bold"), ProgressBar(total=p.target, completed=p.kept, width=24),
+                   Text(f"kept {p.kept}/{p.target}"))
+    header.add_row(Text(""), Text(f"remaining {p.remaining}  episodes running {p.episodes_running}  "
+                                  f"{p.elapsed:.1f}s  {p.state}"), Text(""))
     waves = Table(box=None, padding=(0, 1), header_style="bold")
     for title, _ in WAVE_COLUMNS:
         waves.add_column(title, justify="right" if title != "progress" else "left")
@@ -95,13 +93,29 @@ def plain_progress_line(p: StepProgress) -> str:
             f"dropped_technical={tech} surplus={surplus} remaining={p.remaining}")
 
 
-def summary_table(reports: Sequence[StepReport]) -> Table:
+SUMMARY_MIN_WIDTH = 150  # below this the table is drawn transposed (one column per step)
+
+
+def _cells(report: StepReport) -> list[str]:
+    row = summary_row(report)
+    return [("-" if row[key] is None else fmt.format(row[key])) for _t, key, fmt in SUMMARY_COLUMNS]
+
+
+def summary_table(reports: Sequence[StepReport], *, width: int = SUMMARY_MIN_WIDTH) -> Table:
+    """One row per step; on a narrow console, one column per step instead."""
     table = Table(title="rollout steps", header_style="bold")
-    for title, _key, _fmt in SUMMARY_COLUMNS:
-        table.add_column(title, justify="right")
+    if width >= SUMMARY_MIN_WIDTH:
+        for title, _key, _fmt in SUMMARY_COLUMNS:
+            table.add_column(title, justify="right")
+        for report in reports:
+            table.add_row(*_cells(report))
+        return table
+    table.add_column("step")
     for report in reports:
-        row = summary_row(report)
-        table.add_row(*(("-" if row[key] is None else fmt.format(row[key])) for _t, key, fmt in SUMMARY_COLUMNS))
+        table.add_column(str(report.step), justify="right")
+    columns = [_cells(r) for r in reports]
+    for i, (title, _key, _fmt) in enumerate(SUMMARY_COLUMNS[1:], start=1):
+        table.add_row(title, *(cells[i] for cells in columns))
     return table
 
 
@@ -177,4 +191,4 @@ class RolloutView:
 
     def summary(self, reports: Sequence[StepReport]) -> None:
         if reports:
-            self.console.print(summary_table(reports))
+            self.console.print(summary_table(reports, width=self.console.width))
