@@ -168,6 +168,8 @@ class ShopSimEnv:
         }
 
     def close(self) -> None:
+        """Refuse new episodes, wake waiting resets, close the catalog (callers must have stopped stepping)."""
+        self.pool.close()
         self.store.close()
 
     def __enter__(self) -> ShopSimEnv:

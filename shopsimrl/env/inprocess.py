@@ -35,7 +35,27 @@ class InProcessEnvClient:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def reset(self, task_id: str) -> ResetResult:
-        return await self._run(self._resets, lambda: self.env.reset(task_id, timeout=self._slot_timeout))
+        """Start an episode; if the caller is cancelled meanwhile, the lease taken in the thread is released."""
+        if self._closed:
+            raise RuntimeError("client is closed")
+        future = asyncio.get_running_loop().run_in_executor(
+            self._resets, lambda: self.env.reset(task_id, timeout=self._slot_timeout)
+        )
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(self._release_orphan)
+            raise
+
+    def _release_orphan(self, future: asyncio.Future[ResetResult]) -> None:
+        """A reset finished after its caller was cancelled: nobody will ever release that lease but us."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        lease_id = future.result().lease_id
+        try:
+            self.env.release(lease_id)
+        except Exception:  # already reclaimed: nothing leaked
+            pass
 
     async def step(self, lease_id: str, action: str) -> StepResult:
         return await self._run(self._ops, self.env.step, lease_id, action)
@@ -56,8 +76,11 @@ class InProcessEnvClient:
         if self._closed:
             return
         self._closed = True
-        self._ops.shutdown(wait=False, cancel_futures=True)
-        self._resets.shutdown(wait=False, cancel_futures=True)
+        if self._owns_env:
+            self.env.pool.close()  # wake resets waiting for a slot, so the pools drain quickly
+        # Wait for calls already running: closing the catalog under a running search would crash SQLite.
+        await asyncio.to_thread(self._ops.shutdown, True, cancel_futures=True)
+        await asyncio.to_thread(self._resets.shutdown, self._owns_env, cancel_futures=True)
         if self._owns_env:
             self.env.close()
 

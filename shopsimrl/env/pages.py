@@ -71,8 +71,6 @@ def parse_action(action: str) -> tuple[str, str]:
     kind, raw = match.group(1).lower(), match.group(2).strip()
     if not raw:
         raise InvalidAction("empty_argument", f"{kind}[] needs an argument")
-    if kind == "search" and len(raw) > MAX_QUERY_CHARS:
-        raise QueryTooLongError(f"query is {len(raw)} characters; the limit is {MAX_QUERY_CHARS}")
     argument = " ".join(raw.split())
     return kind, argument
 
@@ -123,6 +121,8 @@ def apply_action(state: PageState, action: str, ctx: PageContext) -> Purchase | 
         if state.page != SEARCH:
             raise InvalidAction("search_unavailable",
                                 "search is only available on the search page; click[back to search] first")
+        if len(argument) > MAX_QUERY_CHARS:  # after the page check: a search the page can't take is feedback
+            raise QueryTooLongError(f"query is {len(argument)} characters; the limit is {MAX_QUERY_CHARS}")
         state.hits = ctx.search(argument)
         state.query, state.page, state.page_num = argument, RESULTS, 1
         state.product, state.selected = None, {}

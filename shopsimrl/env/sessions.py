@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from shopsimrl.env.types import LeaseConflictError, NoFreeSlotError
+from shopsimrl.env.types import EnvError, LeaseConflictError, NoFreeSlotError
 
 T = TypeVar("T")
 
@@ -41,12 +41,21 @@ class SlotPool(Generic[T]):
         self._free = list(range(slots - 1, -1, -1))
         self._leases: dict[str, Lease[T]] = {}
         self.expired = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """Refuse new leases and wake every waiting ``acquire`` (the env is shutting down)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     def acquire(self, episode: T, timeout: float) -> Lease[T]:
         """Lease a free slot for ``episode``, waiting up to ``timeout`` seconds."""
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
-            while not self._free:
+            while not self._free or self._closed:
+                if self._closed:
+                    raise EnvError("the environment is closing; no new episodes", code="env_closed")
                 self._reclaim_idle()
                 if self._free:
                     break
