@@ -135,10 +135,15 @@ async def run_episode(
         cancelled = True
         raise
     finally:
-        if tally.lease_id is not None:
-            release_error = await _release(env, tally.lease_id)
-        if cancelled and trace_path is not None:
-            _write_cancelled_trace(trace_path, recorder, tally, release_error)
+        try:
+            if tally.lease_id is not None:
+                release_error = await _release(env, tally.lease_id)
+        except asyncio.CancelledError:  # cancelled while releasing: the episode's result is lost too
+            cancelled = True
+            raise
+        finally:
+            if cancelled and trace_path is not None:
+                _write_cancelled_trace(trace_path, recorder, tally, release_error)
 
     last = tally.last
     info = last.info if last is not None else {}

@@ -228,6 +228,21 @@ async def test_a_second_cancel_during_release_still_waits_for_the_release() -> N
     assert env.leased == 0
 
 
+async def test_a_cancel_arriving_during_the_final_release_still_leaves_a_cancelled_trace(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    env = FakeEnv(block_on="release", gate=gate)
+    task = asyncio.create_task(play(env, ScriptedPolicy(WINNING), tmp_path))
+    while not any(c[0] == "release" for c in env.calls):  # the episode ended; its release is in flight
+        await asyncio.sleep(0)
+    task.cancel()
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert env.leased == 0
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert trace["cancelled"] is True
+
+
 async def test_run_shielded_returns_the_value_when_not_cancelled() -> None:
     async def value() -> int:
         await asyncio.sleep(0)
