@@ -75,10 +75,11 @@ def _open_env(args: argparse.Namespace) -> Any:
         from shopsimrl.env import HttpEnvClient
 
         return HttpEnvClient(args.env)
-    from shopsimrl.env import InProcessEnvClient
+    from shopsimrl.env import InProcessEnvClient, load_env
 
     options = {"products": args.products, "seed": args.seed, "cache_dir": args.cache_dir}
-    return InProcessEnvClient.from_catalog(**{k: v for k, v in options.items() if v is not None})
+    env = load_env(**{k: v for k, v in options.items() if v is not None})
+    return InProcessEnvClient(env, owns_env=True)
 
 
 def _train(args: argparse.Namespace) -> int:

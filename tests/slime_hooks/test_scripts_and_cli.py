@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import re
 import signal
@@ -295,3 +296,20 @@ def test_ctrl_c_stops_the_env_server(tmp_path):
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert not alive(int(pid_file.read_text()))
+
+
+def test_data_export_from_the_in_process_catalog_writes_every_train_task(tmp_path):
+    out = tmp_path / "data" / "shopsim_train.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "shopsimrl.cli", "data", "export", "--split", "train", "--out", str(out),
+         "--products", "500", "--seed", "3", "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    from shopsimrl.env import load_env
+
+    with load_env(500, 3, tmp_path / "cache") as env:
+        expected = env.list_tasks("train")
+    assert [r["prompt"] for r in rows] == expected and len(rows) > 0
+    assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train"}
