@@ -24,21 +24,12 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.types import Observation, Task
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a shopping agent in the ShopSim web shop. Buy the product the user's instruction "
-    "describes, with the requested options and within the budget.\n"
-    "You act only through the tools offered on each page: search(query) on the search page, and "
-    "click(value) to click a link, a product id, an option value or 'buy now'.\n"
-    "Every reply must be exactly one tool call and nothing else: no text before or after it. "
-    "Each tool result shows the page you are now on."
-)
-
 
 @dataclass(frozen=True)
 class OpenAIPolicyOptions:
@@ -190,17 +181,9 @@ class _OpenAIEpisode:
     def _append_observation(self, observation: Observation, feedback: TurnFeedback | None) -> None:
         if not self._messages:
             self._messages.append({"role": "system", "content": self._policy.options.system_prompt})
-            first = observation.text
-            if self._task.instruction not in first:  # ShopSim pages already start with the instruction
-                first = f"Instruction: {self._task.instruction}\n\n{first}"
-            self._messages.append({"role": "user", "content": first})
+            self._messages.append({"role": "user", "content": first_user_message(self._task, observation)})
             return
-        if feedback is not None and feedback.source == "protocol":
-            content = f"Error: {feedback.message} The page has not changed."
-        elif feedback is not None and feedback.message not in observation.text:
-            content = f"Error: {feedback.message}\n\n{observation.text}"
-        else:  # ShopSim pages already start with the env's "Invalid action (...)" line
-            content = observation.text
+        content = observation_message(observation, feedback)
         if self._unanswered:
             # Every call of the last assistant message gets an answer, as the API requires.
             self._messages.extend({"role": "tool", "tool_call_id": cid, "content": content} for cid in self._unanswered)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from shopsimrl.env.core import ShopSimEnv, load_env
     from shopsimrl.env.http_client import HttpEnvClient
     from shopsimrl.env.inprocess import InProcessEnvClient
-    from shopsimrl.env.pages import tool_call_to_action
+    from shopsimrl.env.pages import all_tools, tool_call_to_action
     from shopsimrl.env.reward import compute_reward
     from shopsimrl.env.server import create_app
 
@@ -48,6 +48,7 @@ _LAZY = {
     "default_cache_dir": "shopsimrl.env.build",
     "compute_reward": "shopsimrl.env.reward",
     "tool_call_to_action": "shopsimrl.env.pages",
+    "all_tools": "shopsimrl.env.pages",
     "create_app": "shopsimrl.env.server",
 }
 

@@ -301,12 +301,20 @@ def search_tool() -> dict[str, Any]:
             "maxLength": MAX_QUERY_CHARS}}, "required": ["query"]}}}
 
 
-def click_tool(values: list[str]) -> dict[str, Any]:
+def click_tool(values: list[str] | None = None) -> dict[str, Any]:
+    """``click``; with ``values``, the page's exact clickables as an enum."""
+    value: dict[str, Any] = {"type": "string"} if values is None else {"type": "string", "enum": list(values)}
+    if values is None:
+        value["description"] = "one of the clickable values the current page lists"
     return {"type": "function", "function": {
         "name": "click",
         "description": "Click a button, link or option on the current page: one of the listed values.",
-        "parameters": {"type": "object", "properties": {"value": {"type": "string", "enum": list(values)}},
-                       "required": ["value"]}}}
+        "parameters": {"type": "object", "properties": {"value": value}, "required": ["value"]}}}
+
+
+def all_tools() -> list[dict[str, Any]]:
+    """Every tool an episode can use, without page-specific enums: for a prompt rendered once."""
+    return [search_tool(), click_tool()]
 
 
 def tools_for(state: PageState, clicks: list[str]) -> list[dict[str, Any]]:

@@ -26,8 +26,9 @@ from typing import Any
 
 import httpx
 
-from shopsimrl.agent.openai_policy import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
+from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation, Task
 
 # Qwen3 / Hermes style: <tool_call>{"name": ..., "arguments": {...}}</tool_call>
@@ -227,16 +228,13 @@ class SGLangTokenEpisode:
         if self.ledger is None:
             self.messages = [
                 {"role": "system", "content": self._policy.settings.system_prompt},
-                {"role": "user", "content": f"Instruction: {self._task.instruction}\n\n{observation.text}"},
+                {"role": "user", "content": first_user_message(self._task, observation)},
             ]
-            self.ledger = TokenLedger(template.encode(template.prompt(self.messages, observation.tools)))
+            # The prompt is rendered once, so it declares every tool an episode may need (the
+            # per-page enum of click values is in each observation's text).
+            self.ledger = TokenLedger(template.encode(template.prompt(self.messages, all_tools())))
             return
-        if feedback is not None and feedback.source == "protocol":
-            content = f"Error: {feedback.message} The page has not changed."
-        elif feedback is not None:
-            content = f"Error: {feedback.message}\n\n{observation.text}"
-        else:
-            content = observation.text
+        content = observation_message(observation, feedback)
         message = {"role": "tool" if self._answer_as_tool else "user", "content": content}
         self.messages.append(message)
         self.ledger.add_env(template.encode(template.continuation(self._last_model_text, [message])))

@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from shopsimrl.agent import OpenAIPolicy, make_policy, run_episode
-from shopsimrl.agent.openai_policy import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 
 
 @dataclass

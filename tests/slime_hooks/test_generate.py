@@ -25,7 +25,8 @@ from fastapi.responses import JSONResponse
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from shopsimrl.agent.openai_policy import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.env.pages import all_tools
 from shopsimrl.sampling import REASON_TECHNICAL
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import UnsupportedSlimeSetting, fully_scored_group_filter, generate
@@ -203,10 +204,12 @@ async def test_a_whole_episode_is_token_exact(kit, sglang, tokenizer, tokenizer_
         messages.append({"role": "assistant", "content": reply})
         if page is not None:
             messages.append({"role": "tool", "content": observation(page).text})
-    rendered = tokenizer.apply_chat_template(messages, tools=observation("search").tools, tokenize=False)
+    rendered = tokenizer.apply_chat_template(messages, tools=all_tools(), tokenize=False)
+    # the prompt is rendered once: it must declare click too, not only the first page's search
+    assert '"name": "click"' in rendered and '"name": "search"' in rendered
     assert tokenizer.decode(sample.tokens) + "\n" == rendered  # the model stops at <|im_end|>, before the "\n"
     prompt_len = len(sample.tokens) - sample.response_length
-    prompt_text = tokenizer.apply_chat_template(messages[:2], tools=observation("search").tools, tokenize=False,
+    prompt_text = tokenizer.apply_chat_template(messages[:2], tools=all_tools(), tokenize=False,
                                                 add_generation_prompt=True)
     assert sample.tokens[:prompt_len] == tokenizer.encode(prompt_text, add_special_tokens=False)
     assert sample.response == tokenizer.decode(sample.tokens[prompt_len:])
