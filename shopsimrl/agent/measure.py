@@ -20,22 +20,21 @@ from typing import Any
 from shopsimrl.agent.episode import DEFAULT_MAX_STEPS, EpisodeResult, run_episode
 from shopsimrl.agent.policy import Policy
 from shopsimrl.env.types import EnvClient
+from shopsimrl.sampling import Verdict, group_verdict
 
-SPREAD_EPSILON = 1e-6
 GROUP_TYPES = ("varied", "all_success", "all_fail", "same_partial", "technical")
 
 
 def group_type(results: Sequence[EpisodeResult]) -> str:
-    if not all(r.scored for r in results):
-        return "technical"
-    rewards = [float(r.reward or 0.0) for r in results]
-    if max(rewards) - min(rewards) > SPREAD_EPSILON:
-        return "varied"
+    """The filter's verdict (``sampling.group_verdict``), with zero-std groups split by their common reward."""
+    verdict = group_verdict(
+        [{"index": i, "reward": r.reward, "metadata": {"shopsim_scored": r.scored}} for i, r in enumerate(results)]
+    )
+    if verdict is not Verdict.ZERO_STD:
+        return verdict.value  # "technical" | "varied"
     if all(r.success == 1.0 for r in results):
         return "all_success"
-    if rewards[0] <= SPREAD_EPSILON:
-        return "all_fail"
-    return "same_partial"
+    return "all_fail" if not results[0].reward else "same_partial"
 
 
 @dataclass(frozen=True)

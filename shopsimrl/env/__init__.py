@@ -15,6 +15,7 @@ from shopsimrl.env.types import (
     TERMINATE_REASONS,
     BadRequestError,
     EnvClient,
+    EnvClientWrapper,
     EnvError,
     EnvUnavailableError,
     EpisodeFinishedError,
@@ -53,7 +54,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "FEEDBACK_CODES", "TERMINATE_REASONS", "BadRequestError", "EnvClient", "EnvError", "EnvUnavailableError",
+    "FEEDBACK_CODES", "TERMINATE_REASONS", "BadRequestError", "EnvClient", "EnvClientWrapper", "EnvError", "EnvUnavailableError",
     "EpisodeFinishedError", "InvalidRequestError", "LeaseConflictError", "NoFreeSlotError", "Observation",
     "QueryTooLongError", "ResetResult", "StepResult", "Task", "UnknownTaskError", *_LAZY,
 ]

@@ -141,3 +141,32 @@ class EnvClient(Protocol):
     async def get_task(self, task_id: str) -> Task: ...
 
     async def aclose(self) -> None: ...
+
+
+class EnvClientWrapper:
+    """An :class:`EnvClient` that delegates every call to ``inner``: subclass it and override
+    only what the wrapper changes (fault injection, metering...)."""
+
+    def __init__(self, inner: EnvClient) -> None:
+        self.inner = inner
+
+    async def reset(self, task_id: str) -> ResetResult:
+        return await self.inner.reset(task_id)
+
+    async def step(self, lease_id: str, action: str) -> StepResult:
+        return await self.inner.step(lease_id, action)
+
+    async def terminate(self, lease_id: str, reason: str) -> StepResult:
+        return await self.inner.terminate(lease_id, reason)
+
+    async def release(self, lease_id: str) -> None:
+        await self.inner.release(lease_id)
+
+    async def list_tasks(self, split: str) -> list[str]:
+        return await self.inner.list_tasks(split)
+
+    async def get_task(self, task_id: str) -> Task:
+        return await self.inner.get_task(task_id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

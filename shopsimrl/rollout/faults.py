@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from shopsimrl.env.types import EnvClient, EnvError, ResetResult, StepResult, Task
+from shopsimrl.env.types import EnvClient, EnvClientWrapper, EnvError, ResetResult, StepResult
 
 INJECTED_FAULT_CODE = "injected_fault"
 
@@ -21,13 +21,13 @@ class InjectedFault(EnvError):
     code = INJECTED_FAULT_CODE
 
 
-class FaultInjectingEnv:
+class FaultInjectingEnv(EnvClientWrapper):
     """Delegates to ``inner``; ``reset`` and ``step`` raise :class:`InjectedFault` with probability ``rate``."""
 
     def __init__(self, inner: EnvClient, rate: float, *, seed: int = 0) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"fault rate must be within [0, 1], got {rate}")
-        self.inner = inner
+        super().__init__(inner)
         self.rate = rate
         self._rng = random.Random(f"shopsimrl-faults/{seed}")
         self.injected = 0
@@ -44,18 +44,3 @@ class FaultInjectingEnv:
     async def step(self, lease_id: str, action: str) -> StepResult:
         self._maybe_fail("step")
         return await self.inner.step(lease_id, action)
-
-    async def terminate(self, lease_id: str, reason: str) -> StepResult:
-        return await self.inner.terminate(lease_id, reason)
-
-    async def release(self, lease_id: str) -> None:
-        await self.inner.release(lease_id)
-
-    async def list_tasks(self, split: str) -> list[str]:
-        return await self.inner.list_tasks(split)
-
-    async def get_task(self, task_id: str) -> Task:
-        return await self.inner.get_task(task_id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

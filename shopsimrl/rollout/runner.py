@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shopsimrl.env.types import EnvClient, ResetResult, StepResult, Task
+from shopsimrl.env.types import EnvClient, EnvClientWrapper, StepResult
 from shopsimrl.rollout.group import EpisodeLike, EpisodeMeter, EpisodeRunner, EpisodeSpec
 
 if TYPE_CHECKING:
@@ -18,31 +18,16 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TURNS = 30
 
 
-class MeteredEnv:
+class MeteredEnv(EnvClientWrapper):
     """Delegates to ``inner``; counts ``step`` calls into ``meter`` (one instance per episode)."""
 
     def __init__(self, inner: EnvClient, meter: EpisodeMeter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.meter = meter
-
-    async def reset(self, task_id: str) -> ResetResult:
-        return await self.inner.reset(task_id)
 
     async def step(self, lease_id: str, action: str) -> StepResult:
         self.meter.env_steps += 1
         return await self.inner.step(lease_id, action)
-
-    async def terminate(self, lease_id: str, reason: str) -> StepResult:
-        return await self.inner.terminate(lease_id, reason)
-
-    async def release(self, lease_id: str) -> None:
-        await self.inner.release(lease_id)
-
-    async def list_tasks(self, split: str) -> list[str]:
-        return await self.inner.list_tasks(split)
-
-    async def get_task(self, task_id: str) -> Task:
-        return await self.inner.get_task(task_id)
 
     async def aclose(self) -> None:  # the shared client is closed by its owner, not by an episode
         return None
