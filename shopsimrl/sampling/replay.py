@@ -47,16 +47,7 @@ class ReplayEvent(NamedTuple):
     kept: int
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "time": self.time,
-            "index": self.index,
-            "wave": self.wave,
-            "verdict": self.verdict.value,
-            "decision": self.decision.value,
-            "reason": self.reason,
-            "remaining": self.remaining,
-            "kept": self.kept,
-        }
+        return {"time": self.time, **GroupDecision(*self[1:]).as_dict()}
 
 
 @dataclass
