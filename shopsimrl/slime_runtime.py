@@ -29,6 +29,7 @@ from typing import Any
 from shopsimrl.sampling import FilterOutput, filter_output, grpo_advantages, group_verdict
 from shopsimrl.sampling.verdict import group_label, iter_samples, rollout_key, sample_reward
 from shopsimrl.slime.samples import (
+    env_slots,
     env_url,
     max_consecutive_failed_groups,
     reward_key,
@@ -201,20 +202,20 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     )
     task_id = _task_id(sample)
     trace_path = Path(trace_dir(args)) / f"group_{sample.group_index}" / f"sample_{sample.index}.json"
-    env = _env_client(args)
+    env = state.env_client(args, _http_env_client)
     try:
-        result = await run_episode(
-            env,
-            policy,
-            task_id,
-            rollout_id=str(sample.index),
-            seed=int(getattr(args, "rollout_seed", 0) or 0) + int(sample.index or 0),
-            max_steps=int(getattr(args, "shopsim_max_steps", None) or DEFAULT_MAX_STEPS),
-            trace_path=trace_path,
-        )
+        async with state.episode_gate(env_slots(args)):
+            result = await run_episode(
+                env,
+                policy,
+                task_id,
+                rollout_id=str(sample.index),
+                seed=int(getattr(args, "rollout_seed", 0) or 0) + int(sample.index or 0),
+                max_steps=int(getattr(args, "shopsim_max_steps", None) or DEFAULT_MAX_STEPS),
+                trace_path=trace_path,
+            )
     finally:
         await policy.aclose()
-        await env.aclose()
     ledger = policy.episode.ledger if policy.episode is not None else None
     _fill_sample(sample, ledger, template, result)
     return sample
@@ -233,10 +234,7 @@ def _task_id(sample: Any) -> str:
     return task_id
 
 
-def _env_client(args: Any) -> Any:
-    factory = hook_state().env_client_factory
-    if factory is not None:
-        return factory(args)
+def _http_env_client(args: Any) -> Any:
     from shopsimrl.env import HttpEnvClient
 
     return HttpEnvClient(env_url(args))

@@ -8,12 +8,14 @@ names the trace folder); 1 anything else.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.env.types import EnvError
 from shopsimrl.sampling import KnobError, SamplingKnobs, TooManyTechnicalFailures
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
@@ -200,6 +202,17 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     logger = None
     code = EXIT_FAILED
     try:
+        if hasattr(env, "healthz"):  # an env server: reachable, and enough slots for our episodes?
+            try:
+                slots = int((await env.healthz())["slots"])
+            except EnvError as exc:
+                _stderr(f"shopsimrl rollout: refused: the env server at {args.env} does not answer /healthz: {exc}")
+                return EXIT_REFUSED
+            if config.episode_concurrency > slots:
+                _stderr(f"shopsimrl rollout: the env server has {slots} slots: running at most {slots} episodes at "
+                        f"once instead of --episode-concurrency {config.episode_concurrency} (more would only wait "
+                        f"for a slot and time out; start the server with --slots to raise it)")
+                config = dataclasses.replace(config, episode_concurrency=slots)
         task_ids = await env.list_tasks("train")
         if len(task_ids) < knobs.over_sampling_batch_size:
             _stderr(f"shopsimrl rollout: refused: the train split has {len(task_ids)} tasks but a wave submits "

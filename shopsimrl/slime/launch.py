@@ -100,6 +100,7 @@ class TrainConfig:
     )
     # episodes
     env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700", "the ShopSim env server")
+    env_slots: int = _knob("ENV_SLOTS", 48, "episodes at once against the env server: its --slots")
     max_steps: int = _knob("SHOPSIM_MAX_STEPS", 30, "turns per episode before action_limit")
     rollout_max_response_len: int = _knob("ROLLOUT_MAX_RESPONSE_LEN", 8192, "response tokens per episode (all turns)")
     rollout_temperature: float = _knob("ROLLOUT_TEMPERATURE", 0.6, "sampling temperature")
@@ -195,6 +196,7 @@ class TrainConfig:
         """The ShopSim settings slime copies onto ``args`` (read by the hooks)."""
         return {
             "shopsim_env_url": self.env_url,
+            "shopsim_env_slots": self.env_slots,
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_steps": self.max_steps,

@@ -16,6 +16,7 @@ from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
 from shopsimrl.sampling.verdict import DEFAULT_REWARD_KEY, is_scored, iter_samples, rollout_key, sample_reward
 
 DEFAULT_ENV_URL = "http://127.0.0.1:5700"
+DEFAULT_ENV_SLOTS = 48  # `shopsimrl env serve --slots` default, and run_full_train.sh's
 DEFAULT_TRACE_DIR = "shopsim_traces"
 # reward_detail keys the env reports once an episode ends (SPEC §7: r_strict, r_success).
 STRICT_KEY = "r_strict"
@@ -34,6 +35,12 @@ def max_consecutive_failed_groups(args: Any) -> int:
 
 def trace_dir(args: Any) -> str:
     return str(getattr(args, "shopsim_trace_dir", None) or DEFAULT_TRACE_DIR)
+
+
+def env_slots(args: Any) -> int:
+    """How many episodes may hold an env slot at once (``args.shopsim_env_slots``)."""
+    value = getattr(args, "shopsim_env_slots", None)
+    return DEFAULT_ENV_SLOTS if value is None else int(value)
 
 
 def env_url(args: Any) -> str:

@@ -8,7 +8,11 @@ hook module's process:
 - the consecutive-failure streak (SPEC §2.1), which spans filter calls and steps;
 - the completed groups of the current step, handed from
   ``--rollout-all-samples-process-path`` to ``--custom-rollout-log-function-path``;
-- caches that are expensive to rebuild per call (the tokenizer, slime's filter class).
+- caches that are expensive to rebuild per call (the tokenizer, slime's filter class);
+- per event loop: one env client for all episodes, and the gate that keeps the episodes
+  running at once within the env server's slots (slime runs far more generate calls at
+  once, e.g. 32 groups x 8, than the server has slots; an excess reset would wait for a
+  slot, time out, and turn into a technical failure).
 
 All of it sits in a single :class:`SlimeHookState`, created lazily by
 :func:`hook_state` and dropped by :func:`reset_hook_state` (tests, or a new run
@@ -19,7 +23,9 @@ rollout manager from another thread.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +46,36 @@ class SlimeHookState:
     tokenizers: dict[str, Any] = field(default_factory=dict)  # hf_checkpoint -> tokenizer
     filter_output_cls: type | None = None
     env_client_factory: EnvClientFactory | None = None  # None: HttpEnvClient(args.shopsim_env_url)
+    _loop_resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+
+    def _for_this_loop(self) -> dict[str, Any]:
+        """Resources bound to the running event loop (asyncio primitives and httpx clients are)."""
+        loop = asyncio.get_running_loop()
+        with self.lock:
+            return self._loop_resources.setdefault(loop, {})
+
+    def episode_gate(self, slots: int) -> asyncio.Semaphore:
+        """At most ``slots`` episodes of this process hold an env slot at once."""
+        resources = self._for_this_loop()
+        with self.lock:
+            gate = resources.get("gate")
+            if gate is None or resources.get("slots") != slots:
+                gate = resources["gate"] = asyncio.Semaphore(slots)
+                resources["slots"] = slots
+            return gate
+
+    def env_client(self, args: Any, build: EnvClientFactory) -> Any:
+        """One env client per loop, shared by every episode (its connection pools are reused)."""
+        if self.env_client_factory is not None:
+            return self.env_client_factory(args)
+        resources = self._for_this_loop()
+        with self.lock:
+            client = resources.get("env_client")
+            if client is None:
+                client = resources["env_client"] = build(args)
+            return client
 
     def guard_for(self, limit: int, trace_dir: str | None) -> ConsecutiveFailureGuard:
         """The streak guard; rebuilt (streak reset) only if the limit or trace dir changed."""

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import Counter
 from pathlib import Path
 
+from rollout.conftest import CATALOG_SEED, PRODUCTS
 from rollout.fakes import load_events, read_json, replay_events
 
 from shopsimrl.agent import make_policy
 from shopsimrl.agent.policy import PolicyTurn, ToolCall
 from shopsimrl.env import InProcessEnvClient
+from shopsimrl.env.build import build_catalog
+from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.server import ServerThread
 from shopsimrl.io import read_jsonl
 from shopsimrl.rollout import RolloutConfig, cli, run_rollout
@@ -220,3 +224,23 @@ def test_wandb_offline_logs_every_step(tmp_path, cli_cache, capsys):
     runs = list((tmp_path / "wb" / "wandb" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     assert list(runs[0].glob("*.wandb"))
+
+
+def test_episode_concurrency_is_capped_to_the_env_servers_slots(shop_cache, tmp_path, capsys):
+    with ShopSimEnv(build_catalog(PRODUCTS, CATALOG_SEED, shop_cache), slots=3) as small, ServerThread(small) as server:
+        code = cli.main([*SMALL_ARGS, "--env", server.url, "--episode-concurrency", "16",
+                         "--out", str(tmp_path), "--name", "capped"])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "has 3 slots: running at most 3 episodes at once" in err
+        assert small.counters()["leased"] == 0
+
+
+def test_an_unreachable_env_server_is_refused_before_any_work(tmp_path, capsys):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once the socket closes
+    code = cli.main([*SMALL_ARGS, "--env", f"http://127.0.0.1:{port}", "--out", str(tmp_path), "--name", "gone"])
+    assert code == 2
+    assert "does not answer /healthz" in capsys.readouterr().err
+    assert not (tmp_path / "gone").exists()

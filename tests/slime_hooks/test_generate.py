@@ -9,6 +9,7 @@ and loaded by the hook from ``args.hf_checkpoint`` like a real checkpoint.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -296,3 +297,24 @@ async def test_a_prompt_that_is_not_a_task_id_is_refused(kit, sglang, tokenizer_
     sample = kit.Sample(group_index=0, index=0, prompt=[{"role": "user", "content": "t-1"}])
     with pytest.raises(ValueError, match="task id"):
         await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params())
+
+
+async def test_episodes_at_once_stay_within_the_env_slots(kit, sglang, tokenizer_dir, tmp_path, env):
+    """slime runs many more generate calls at once than the env has slots: the hook queues them."""
+    most = 0
+    reset = env.reset
+
+    async def counting_reset(task_id):
+        nonlocal most
+        result = await reset(task_id)
+        most = max(most, env.leased)
+        await asyncio.sleep(0.05)  # hold the slot a while, as a model turn would
+        return result
+
+    env.reset = counting_reset
+    sglang.reset([("thinking out loud", "length")] * 6)
+    args = make_args(sglang, tokenizer_dir, tmp_path, shopsim_env_slots=2)
+    samples = await asyncio.gather(*(generate(args, new_sample(kit, index=i), params()) for i in range(6)))
+    assert most == 2
+    assert all(s.metadata["shopsim_end_reason"] == "generation_length" for s in samples)
+    assert env.leased == 0

@@ -173,7 +173,8 @@ def test_custom_config_is_yaml_slime_can_read(tmp_path):
     config = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS": "5"})
     path = config.write_custom_config()
     assert yaml.safe_load(path.read_text()) == {
-        "shopsim_env_url": "http://127.0.0.1:5700", "shopsim_trace_dir": str(tmp_path.resolve() / "traces"),
+        "shopsim_env_url": "http://127.0.0.1:5700", "shopsim_env_slots": 48,
+        "shopsim_trace_dir": str(tmp_path.resolve() / "traces"),
         "shopsim_max_consecutive_failed_groups": 5, "shopsim_max_steps": 30,
     }
 
