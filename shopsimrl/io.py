@@ -24,6 +24,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o644)  # mkstemp makes 0600; outputs are meant to be shared
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
