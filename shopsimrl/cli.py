@@ -12,12 +12,12 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# (module, help) for every command family; each module defines register(subparsers).
-_PARTS: tuple[tuple[str, str], ...] = (
-    ("shopsimrl.rollout.cli", "dynamic-sampling rollout steps (the main job)"),
-    ("shopsimrl.env.cli", "the ShopSim environment: build, serve, play"),
-    ("shopsimrl.sampling.cli", "replay the wave state machine on a supply of groups"),
-    ("shopsimrl.slime.cli", "slime integration: data export, train"),
+# Every command family: each module defines register(subparsers).
+_PARTS: tuple[str, ...] = (
+    "shopsimrl.rollout.cli",  # rollout: dynamic-sampling rollout steps (the main job)
+    "shopsimrl.env.cli",  # env: the ShopSim environment (build, serve, play)
+    "shopsimrl.sampling.cli",  # replay: the wave state machine on a supply of groups
+    "shopsimrl.slime.cli",  # data export, train: slime integration
 )
 
 
@@ -25,14 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopsimrl", description="ShopSimRL: dynamic sampling for GRPO on slime.")
     parser.add_argument("--version", action="version", version=f"shopsimrl {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name, _help in _PARTS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # a part not built yet must not break the others
-            if exc.name != module_name:
-                raise
-            continue
-        module.register(subparsers)
+    for module_name in _PARTS:
+        importlib.import_module(module_name).register(subparsers)
     return parser
 
 
