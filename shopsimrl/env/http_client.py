@@ -69,7 +69,7 @@ class HttpEnvClient:
             except httpx.TimeoutException as exc:
                 raise EnvUnavailableError(f"{method} {path} timed out after {self.timeout}s") from exc
             except httpx.TransportError as exc:
-                raise EnvUnavailableError(f"{method} {path} failed: {exc}") from exc
+                raise EnvUnavailableError(f"{method} {path} failed: {type(exc).__name__}: {exc}") from exc
         try:
             body = response.json()
         except ValueError:

@@ -263,9 +263,17 @@ async def run_group(
     releases its env session before the cancellation completes.
     """
     group.meters = [EpisodeMeter() for _ in group.specs]
-    async with asyncio.TaskGroup() as tg:
-        tasks = [tg.create_task(_run_sibling(runner, s, m, slots, group)) for s, m in zip(group.specs, group.meters)]
-    group.episodes = [t.result() for t in tasks]
+    # gather, not TaskGroup (Python 3.10). return_exceptions=True matters: without it, gather
+    # completes as soon as the first sibling is cancelled, while the others may still be releasing
+    # their env sessions; with it, a cancelled run_group waits until every sibling has unwound.
+    results = await asyncio.gather(
+        *(_run_sibling(runner, s, m, slots, group) for s, m in zip(group.specs, group.meters)),
+        return_exceptions=True,
+    )
+    for result in results:  # _run_sibling turns ordinary exceptions into technical siblings
+        if isinstance(result, BaseException):
+            raise result
+    group.episodes = list(results)  # type: ignore[arg-type]
     group.verdict = group_verdict(group.samples(), label=f"group {group.index}")
     group.classification = classify(group.verdict, group.episodes)
     if on_finished is not None:
