@@ -1,4 +1,4 @@
-"""Shared fixtures: one small catalog (2,000 products) built once per test session."""
+"""Env fixtures over the session catalogs of ``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -10,18 +10,17 @@ import pytest
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.core import ShopSimEnv
 
-SMALL_PRODUCTS = 2_000
-SMALL_SEED = 7
+from catalogs import SMALL_PRODUCTS, SMALL_SEED  # noqa: F401  (re-exported to the env tests)
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("shopsim-cache")
+def cache_dir(catalog_cache: Path) -> Path:
+    return catalog_cache
 
 
 @pytest.fixture(scope="session")
-def small_db(cache_dir: Path) -> Path:
-    return build_catalog(SMALL_PRODUCTS, SMALL_SEED, cache_dir)
+def small_db(small_catalog: Path) -> Path:
+    return small_catalog
 
 
 @pytest.fixture()

@@ -15,10 +15,9 @@ CATALOG_SEED = 0
 
 
 @pytest.fixture(scope="session")
-def shop_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = tmp_path_factory.mktemp("rollout-shop-cache")
-    build_catalog(PRODUCTS, CATALOG_SEED, cache)
-    return cache
+def shop_cache(catalog_cache: Path) -> Path:
+    build_catalog(PRODUCTS, CATALOG_SEED, catalog_cache)
+    return catalog_cache
 
 
 @pytest.fixture

@@ -1,0 +1,32 @@
+"""Catalogs shared by every test folder: one temporary cache per session, each catalog built once.
+
+``build_catalog`` returns the cached file when it exists, so a folder that asks for a
+(products, seed) another folder already built gets it for free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from catalogs import SMALL_PRODUCTS, SMALL_SEED
+
+from shopsimrl.env.build import DEFAULT_PRODUCTS, DEFAULT_SEED, build_catalog
+
+
+@pytest.fixture(scope="session")
+def catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("shopsim-catalogs")
+
+
+@pytest.fixture(scope="session")
+def small_catalog(catalog_cache: Path) -> Path:
+    """2,000 products, seed 7: about a second to build."""
+    return build_catalog(SMALL_PRODUCTS, SMALL_SEED, catalog_cache)
+
+
+@pytest.fixture(scope="session")
+def default_catalog(catalog_cache: Path) -> Path:
+    """The default-size catalog (20,000 products, default seed): several seconds to build."""
+    return build_catalog(DEFAULT_PRODUCTS, DEFAULT_SEED, catalog_cache)
