@@ -5,7 +5,7 @@
 # Defaults are SPEC §1's: 16 groups kept per step, 8 siblings, 32 groups per wave
 # (16 spare slots for zero-std groups), 64 episodes per optimizer update, and an env
 # server with 48 episode slots.  Every other knob is documented in
-# run_shopsimrl_slime.sh and README.md ("Train with slime").
+# run_shopsimrl_slime.sh and docs/slime.md.
 #
 #   DRY_RUN=1 scripts/run_full_train.sh   # print the env server and training commands
 set -euo pipefail

@@ -1,6 +1,6 @@
 """The episode loop: one policy, one env session, one scored (or unscored) episode and its trace.
 
-Rules (README.md "Agents and episodes" explains them at length):
+Rules (docs/agent.md explains them at length):
 
 * at most ``max_steps`` turns; a turn is one policy reply, whether it became an env
   action or a protocol error (which is fed back to the policy);

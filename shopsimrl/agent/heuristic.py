@@ -56,7 +56,7 @@ _ACCEPT_SLOPE = 40.0  # logit per unit of product match above the acceptance thr
 
 @dataclass(frozen=True)
 class HeuristicOptions:
-    """The heuristic's knobs; the defaults were tuned on the default catalog (README.md "Agents and episodes")."""
+    """The heuristic's knobs; the defaults were tuned on the default catalog (docs/agent.md)."""
 
     temperature: float = 1.0  # divides every score: 0 -> greedy, higher -> more random
     keep_word: float = 0.95  # chance that each instruction word goes into the query

@@ -1,6 +1,6 @@
 """Measuring a policy the way the dynamic-sampling filter will see it: groups of sibling episodes.
 
-Used to tune the heuristic, by its tests, and to produce the numbers in README.md "Agents and episodes"
+Used to tune the heuristic, by its tests, and to produce the numbers in docs/agent.md
 (``python -m shopsimrl.agent.measure``).  A group's type follows the filter's view
 of rewards (SPEC §2): ``varied`` when the siblings' rewards spread by more than
 1e-6, else ``all_success`` / ``all_fail`` / ``same_partial`` by the common reward.

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
 
     train = subparsers.add_parser(
         "train",
-        help="run GRPO training on slime (knobs: environment variables, see README.md, 'Train with slime')",
+        help="run GRPO training on slime (knobs: environment variables, see docs/slime.md)",
         description="Build slime's train.py command from the environment variables of scripts/run_shopsimrl_slime.sh "
         "and run it. Arguments after `--` (e.g. the model's MODEL_ARGS) are appended.",
     )

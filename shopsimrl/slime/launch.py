@@ -50,7 +50,7 @@ CUSTOM_CONFIG_NAME = "shopsim_slime_config.yaml"
 INSTALL_HINT = (
     "install slime first: use the slimerl/slime Docker image (it ships Megatron-LM and SGLang), then "
     "`git clone https://github.com/THUDM/slime /root/slime && pip install -e /root/slime`, "
-    "or point SLIME_DIR at an existing checkout (see README.md, 'Train with slime')"
+    "or point SLIME_DIR at an existing checkout (see docs/slime.md)"
 )
 
 

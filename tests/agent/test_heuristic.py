@@ -95,7 +95,7 @@ async def test_patience_makes_it_inspect_several_products(small_env: InProcessEn
 
 
 async def test_success_rate_on_the_default_catalog_is_moderate_and_task_dependent(default_catalog: Path) -> None:
-    """The acceptance numbers of README.md "Agents and episodes": 128 train tasks x 8 siblings on the default catalog."""
+    """The acceptance numbers of docs/agent.md: 128 train tasks x 8 siblings on the default catalog."""
     client = await _client(default_catalog)
     try:
         task_ids = (await client.list_tasks("train"))[:128]
