@@ -39,9 +39,14 @@ def test_no_third_wave_once_two_waves_hold_16_scorable_groups():
     wave1 += [("technical", 1.0)] * 6 + [("zero_std", 1.0)] * 10
     wave2 = [("zero_std", 5.0)] * 32
     r = replay(wave1 + wave2 + [("varied", 1.0)] * 32)
-    assert r.waves == 2
-    assert len(r.accepted) == 16 and r.technical_group_drop_count == 20
-    assert all(i < 64 for i in r.accepted)
+    # t=1, one batch in submission order: 7 technical (32 -> 25), zero-std 7 dropped (24), 7 technical (17),
+    # zero-std 15 dropped (16), 6 technical (10), zero-std 22..31 admitted as fallbacks at remaining 10.
+    # remaining 10 < 16: wave 2 (32..63) at t=1, remaining 42.  t=6: 26 zero-std drops (42 -> 16), then
+    # 58..63 are fallbacks and fill data.  The third wave of the supply (64..95) is never submitted.
+    assert r.waves == 2 and r.submitted == 64
+    assert r.dropped == {REASON_TECHNICAL: list(range(7)) + list(range(8, 15)) + list(range(16, 22)),
+                         REASON_ZERO_STD: [7, 15] + list(range(32, 58))}
+    assert r.fallback == r.accepted == list(range(22, 32)) + list(range(58, 64))
 
 
 def test_technical_failures_force_a_second_and_a_third_wave():
