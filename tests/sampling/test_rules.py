@@ -17,9 +17,13 @@ from shopsimrl.sampling import (
     TrajectoryOutcome,
     Verdict,
     WaveController,
+    filter_output,
+    grpo_advantages,
     group_verdict,
     replay,
     rollout_step_metrics,
+    split_into_updates,
+    unique_rollout_rewards,
 )
 from shopsimrl.sampling import metrics as m
 
@@ -50,14 +54,16 @@ def test_r7_spread_tolerance_is_pinned_on_both_sides_of_1e_6(rewards, expected):
 
 
 def test_r8_segments_sharing_a_rollout_id_count_once():
-    # rollout "a" has three segments (reward 1.0), rollout "b" one (reward 1.0): two unique rollouts, zero std
+    # rollout "a" has three segments (indices 0-2), rollout "b" one (index 3): two unique rollouts, not four
     same = [sample(0, 1.0, "a"), sample(1, 1.0, "a"), sample(2, 1.0, "a"), sample(3, 1.0, "b")]
+    assert unique_rollout_rewards(same) == {"a": 1.0, "b": 1.0}
     assert group_verdict(same) is Verdict.ZERO_STD
-    # a group whose only trajectory fans out into 2 segments has 1 unique rollout: zero-std, never varied
-    one = [sample(0, 0.0, "a"), sample(1, 0.0, "a")]
-    assert group_verdict(one) is Verdict.ZERO_STD
+    # segments of one rollout are one trajectory: if they disagree, that is a data error, not a spread
+    with pytest.raises(ValueError, match="rollout_id='a'"):
+        group_verdict([sample(0, 1.0, "a"), sample(1, 0.0, "a")])
     # without rollout_id, each index is its own trajectory
-    assert group_verdict([sample(0, 1.0), sample(1, 0.0)]) is Verdict.VARIED
+    assert unique_rollout_rewards([sample(4, 1.0), sample(5, 0.0)]) == {4: 1.0, 5: 0.0}
+    assert group_verdict([sample(4, 1.0), sample(5, 0.0)]) is Verdict.VARIED
 
 
 # -- §2.1 R5: one unscorable sibling makes the whole group technical --------------------------------
@@ -70,6 +76,19 @@ def test_r5_one_unscored_sibling_of_eight_makes_the_group_technical():
     # the same 8 with every sibling scored have spread 1.0: varied
     group[5]["metadata"] = {"shopsim_scored": True}
     assert group_verdict(group) is Verdict.VARIED
+
+
+# -- §2.2 R9: the filter's output and reason strings -------------------------------------------------
+
+
+def test_r9_filter_outputs_and_reason_strings_are_exact():
+    def fields(verdict):
+        out = filter_output(verdict)
+        return (out.keep, out.reason, out.keep_when_insufficient)
+
+    assert fields(Verdict.TECHNICAL) == (False, "shopsim_unscored_technical_group", False)  # never a fallback
+    assert fields(Verdict.ZERO_STD) == (False, "shopsim_zero_std_group", True)  # a fallback when short
+    assert fields(Verdict.VARIED) == (True, None, False)
 
 
 # -- §2.1 R6: the consecutive-failure stop ---------------------------------------------------------
@@ -204,6 +223,37 @@ def test_r19_each_drop_rate_is_its_count_over_trained_groups_plus_its_own_count(
     assert out[m.ZERO_STD_GROUP_DROP_COUNT] == 12.0 and out[m.TECHNICAL_GROUP_DROP_COUNT] == 4.0
 
 
+def test_r20_success_and_reward_means_count_dropped_and_surplus_groups_not_only_kept_ones():
+    # kept: successes 1, 0; dropped zero-std: 0, 0, 0, 0; surplus: 1, 1 -> 3 successes over 8 trajectories
+    kept, dropped, surplus = _group(0, [1.0, 0.0]), _group(1, [0.0] * 4), _group(2, [1.0, 1.0])
+    out = rollout_step_metrics([kept, dropped, surplus], [0], {REASON_ZERO_STD: 1})
+    assert out[m.SUCCESS_RATE] == 3 / 8 and out[m.REWARD_MEAN] == 3 / 8  # over the kept group alone: 1 / 2
+    assert out[m.TRAIN_GROUP_COUNT] == 1 and out[m.GROUP_COUNT] == 3
+
+
+def test_r21_sixteen_groups_of_eight_at_global_batch_64_make_two_updates_of_eight_groups():
+    assert split_into_updates(list(range(16)), 8, 64) == [list(range(0, 8)), list(range(8, 16))]
+    assert split_into_updates(list(range(16)), 8, 32) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+
+
+def test_r22_grpo_advantages_written_out():
+    # rewards 1, 0, 0, 0: mean 0.25; unbiased std sqrt((0.75^2 + 3 * 0.25^2) / 3) = sqrt(0.25) = 0.5
+    adv = grpo_advantages([0, 1, 2, 3], [1.0, 0.0, 0.0, 0.0])
+    assert adv == pytest.approx([0.75 / 0.500001, -0.25 / 0.500001, -0.25 / 0.500001, -0.25 / 0.500001], rel=1e-12)
+    # without the std division: r - mean
+    assert grpo_advantages([0, 1, 2, 3], [1.0, 0.0, 0.0, 0.0], std_normalization=False) == [0.75, -0.25, -0.25, -0.25]
+    # one rollout in two segments: std taken as 0, advantage 0 (not NaN)
+    assert grpo_advantages(["a", "a"], [1.0, 1.0]) == [0.0, 0.0]
+
+
+def test_r23_all_wrong_group_rate_is_over_fully_scored_groups():
+    # g0: all wrong; g1: one right; g2: one sibling unscored (technical), the other wrong -> 1 of 2 fully scored
+    g2 = GroupOutcome(2, [TrajectoryOutcome(0, True, 0.0, 0.0, 0.0), TrajectoryOutcome(1, False)])
+    out = rollout_step_metrics([_group(0, [0.0, 0.0]), _group(1, [1.0, 0.0]), g2], [1], {REASON_TECHNICAL: 1})
+    assert out[m.ALL_WRONG_GROUP_RATE] == 1 / 2  # not 2 / 3 (g2 counted) nor 1 / 3
+    assert out[m.SCORED_RATE] == 5 / 6
+
+
 # -- §7 R24: trajectories are de-duplicated by (group_index, rollout_id) ------------------------------
 
 
@@ -234,6 +284,15 @@ def test_r27_simultaneous_completions_are_judged_in_submission_order_whatever_or
         (1, Decision.DROPPED, 0, 0),
     ]
     assert ctrl.submit() == range(2, 4)  # remaining 0 < 1: a second wave
+
+
+def test_r26_groups_with_spread_beyond_target_in_the_filling_batch_are_surplus_never_kept():
+    # target 2, wave 4: four groups with spread finish together: 0, 1 fill data; 2, 3 are surplus
+    ctrl = WaveController(2, 4)
+    ctrl.submit()
+    decisions = ctrl.complete_batch([(i, Verdict.VARIED) for i in range(4)])
+    assert [d.decision for d in decisions] == [Decision.ACCEPTED, Decision.ACCEPTED, Decision.SURPLUS, Decision.SURPLUS]
+    assert ctrl.kept == [0, 1] and ctrl.surplus == [2, 3] and ctrl.remaining == 4
 
 
 def test_r26_r27_a_zero_std_group_after_data_is_full_in_the_same_batch_is_still_filtered():
