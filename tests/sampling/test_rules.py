@@ -206,7 +206,7 @@ def test_r18_thirty_two_zero_std_groups_make_one_wave_sixteen_drops_sixteen_fall
     assert r.dropped[REASON_ZERO_STD] == list(range(16)) and r.fallback == list(range(16, 32))
 
 
-# -- §6 R19: drop counts and their shared denominator -------------------------------------------------
+# -- §6 R19: each drop rate is its count over trained groups plus that count --------------------------
 
 
 def _group(gi, successes):
