@@ -217,8 +217,8 @@ def test_metrics_of_a_complete_step_reproduce_the_reported_rates(step):
     r = replay(supply(step, completion_orders(step)[0]), rollout_batch_size=TARGET, over_sampling_batch_size=WAVE)
     kept = [GROUPS[step][i]["group_index"] for i in r.accepted]
     completed = [outcome(g, int(g["group_index"]) in equal) for g in GROUPS[step]]
-    out = rollout_step_metrics(completed, [int(g) for g in kept],
-                               {REASON_TECHNICAL: r.technical_group_drop_count, REASON_ZERO_STD: r.zero_std_group_drop_count})
+    drops = {REASON_TECHNICAL: r.technical_group_drop_count, REASON_ZERO_STD: r.zero_std_group_drop_count}
+    out = rollout_step_metrics(completed, [int(g) for g in kept], drops)
     assert out[m.SUCCESS_RATE] == pytest.approx(float(row["success_rate"]), abs=5e-7)
     assert out[m.ALL_WRONG_GROUP_RATE] == pytest.approx(float(row["all_wrong_group_rate"]), abs=5e-7)
     assert (out[m.GROUP_COUNT], out[m.TRAJECTORY_COUNT]) == (32, 256)

@@ -258,7 +258,8 @@ def test_r23_all_wrong_group_rate_is_over_fully_scored_groups():
 
 
 def test_r24_three_segments_of_one_trajectory_are_one_trajectory_in_the_metrics():
-    g = GroupOutcome(0, [TrajectoryOutcome("a", True, 1.0, 1.0, 1.0)] * 3 + [TrajectoryOutcome("b", True, 0.0, 0.0, 0.0)])
+    right, wrong = TrajectoryOutcome("a", True, 1.0, 1.0, 1.0), TrajectoryOutcome("b", True, 0.0, 0.0, 0.0)
+    g = GroupOutcome(0, [right, right, right, wrong])
     out = rollout_step_metrics([g], [0], {})
     assert out[m.TRAJECTORY_COUNT] == 2 and out[m.TRAIN_TRAJECTORY_COUNT] == 2
     assert out[m.SUCCESS_RATE] == 0.5  # (1 + 0) / 2, not (1 + 1 + 1 + 0) / 4
