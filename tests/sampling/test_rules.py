@@ -166,12 +166,15 @@ def test_r15_abort_once_target_kept_even_with_groups_of_two_waves_in_flight():
 # -- §4 R16: first finished, first judged; no re-ranking by spread ----------------------------------
 
 
-def test_r16_groups_are_kept_in_completion_order_not_by_spread():
-    # group 0: small spread, finishes at t=1; groups 1-2: larger spread, finish later
-    ctrl = WaveController(1, 3)
-    ctrl.submit()
-    assert ctrl.complete(0, Verdict.VARIED).decision is Decision.ACCEPTED
-    assert ctrl.done and ctrl.abort() == [1, 2]
+def test_r16_the_first_group_to_finish_is_judged_first_whatever_its_submission_index():
+    # target 1, wave 3: group 1 finishes at t=1, group 2 at t=3, group 0 (submitted first) at t=5.
+    # Group 1 takes the only slot at t=1; the step ends there and groups 0 and 2 are aborted.
+    r = replay([("varied", 5.0), ("varied", 1.0), ("varied", 3.0)], rollout_batch_size=1, over_sampling_batch_size=3)
+    assert r.accepted == [1] and r.aborted == [0, 2] and r.end_time == 1.0
+    # target 2, wave 3: zero-std group 0 (t=1) is judged at remaining 3 > 2 and dropped before the groups
+    # with spread finish; nothing re-ranks it later: groups 1 (t=2) and 2 (t=3) are accepted
+    r = replay([("zero_std", 1.0), ("varied", 2.0), ("varied", 3.0)], rollout_batch_size=2, over_sampling_batch_size=3)
+    assert r.dropped[REASON_ZERO_STD] == [0] and r.accepted == [1, 2] and r.fallback == []
 
 
 # -- §4 R17: no eviction --------------------------------------------------------------------------
