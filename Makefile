@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test mutate bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(STAMP)
 ## make test: the whole test suite
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+## make mutate: break each dynamic-sampling rule in a temporary copy; tests/sampling must fail every time
+mutate: $(STAMP)
+	$(PY) scripts/mutate.py
 
 ## make bench: performance measurements (results go to benchmarks/results/)
 bench: $(STAMP)

@@ -182,12 +182,30 @@ def test_parse_and_tool_call_helpers() -> None:
     assert tool_call_to_action("click", {"value": "buy now"}) == "click[buy now]"
 
 
-def test_observations_are_deterministic(small_db: object) -> None:
-    texts = []
-    for _ in range(2):
-        with ShopSimEnv(small_db, slots=1) as shop:  # type: ignore[arg-type]
-            lease = shop.reset(first_task(shop)).lease_id
-            r = shop.step(lease, "search[black boots]")
-            r2 = shop.step(lease, f"click[{r.observation.state['products'][3]['product_id']}]")
-            texts.append((r.observation.text, r2.observation.text, r2.observation.state))
-    assert texts[0] == texts[1]
+_OBSERVE = """
+import json, sys
+from shopsimrl.env.core import ShopSimEnv
+with ShopSimEnv(sys.argv[1], slots=1) as shop:
+    lease = shop.reset(shop.list_tasks("train")[0]).lease_id
+    r = shop.step(lease, "search[black boots]")
+    r2 = shop.step(lease, f"click[{r.observation.state['products'][3]['product_id']}]")
+    print(json.dumps([r.observation.text, r2.observation.text, r2.observation.state], sort_keys=True))
+"""
+
+
+def test_observations_are_the_same_in_processes_with_different_hash_seeds(small_db: object) -> None:
+    """Search results and pages do not depend on set/dict iteration order of str hashes (PYTHONHASHSEED)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    outputs = []
+    for seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", _OBSERVE, str(small_db)], env=env, capture_output=True,
+                              text=True, timeout=120, check=True)
+        outputs.append(json.loads(done.stdout))
+    assert outputs[0] == outputs[1]
+    text, page_text, state = outputs[0]
+    assert "black" in text.lower() and state["page"] == "item"

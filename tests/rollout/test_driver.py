@@ -64,8 +64,15 @@ def test_batch_rows_carry_grpo_advantages_per_group(tmp_path):
 
 
 @pytest.mark.parametrize(("seed", "quantum"), [(0, None), (1, None), (2, 0.004), (3, 0.004)])
-def test_recorded_events_replayed_give_the_same_decisions(tmp_path, seed, quantum):
-    """Quantized durations make groups finish together: multi-group batches must replay identically too."""
+def test_event_log_replays_to_the_drivers_batching_and_timing(tmp_path, seed, quantum):
+    """The driver's event log, replayed, gives back the driver's batches, decisions and fates.
+
+    Not rule coverage: both sides run the same ``WaveController``, and the replayed supply is
+    rebuilt from the driver's own log, so a broken rule would break both sides alike.  What it
+    checks is that the asyncio driver batches simultaneous completions, submits waves and logs
+    events as ``replay`` assumes.  Quantized durations make groups finish together, so
+    multi-group batches are exercised too.  The rules are tested in tests/sampling.
+    """
     knobs = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_sampling_batch_size=5,
                           global_batch_size=16, max_consecutive_failed_groups=50)
 

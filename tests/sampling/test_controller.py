@@ -125,7 +125,8 @@ def test_batch_is_processed_in_submission_order_whatever_order_it_is_given_in():
     assert [d.as_dict() for d in shuffled] == [d.as_dict() for d in ordered]
 
 
-def test_a_fallback_group_is_never_evicted_by_a_later_group_with_spread():
+def test_a_group_completed_after_the_step_is_done_is_refused():
+    """The controller refuses complete() once data is full (the eviction rule itself: test_rules.py, R17)."""
     ctrl = WaveController(16, 32)
     ctrl.submit()
     feed(ctrl, [Z] * 16)  # drops

@@ -99,8 +99,14 @@ def test_invariants_of_every_completed_step(scenario):
     for k, t in enumerate(r.wave_times[1:], start=1):
         dropped_by_t = sum(1 for e in r.events if e.time <= t and e.decision is Decision.DROPPED)
         assert k * wave - dropped_by_t < target
-    # aborted groups had not completed when the step ended
-    assert all(supply[i][1] + max(t for t in r.wave_times if t <= r.end_time) >= r.end_time for i in r.aborted)
+    # R15: an aborted group had not finished when the step ended: its own submission time (the time of
+    # its wave) plus its duration is strictly later than the last decision (a group finishing at that very
+    # time is in the last batch and is judged, not aborted); every judged group had finished by then
+    def finish(i):
+        return r.wave_times[i // wave] + supply[i][1]
+
+    assert all(finish(i) > r.end_time for i in r.aborted)
+    assert all(finish(e.index) == e.time <= r.end_time for e in r.events)
 
 
 @settings(max_examples=200, deadline=None)

@@ -39,9 +39,14 @@ def test_no_third_wave_once_two_waves_hold_16_scorable_groups():
     wave1 += [("technical", 1.0)] * 6 + [("zero_std", 1.0)] * 10
     wave2 = [("zero_std", 5.0)] * 32
     r = replay(wave1 + wave2 + [("varied", 1.0)] * 32)
-    assert r.waves == 2
-    assert len(r.accepted) == 16 and r.technical_group_drop_count == 20
-    assert all(i < 64 for i in r.accepted)
+    # t=1, one batch in submission order: 7 technical (32 -> 25), zero-std 7 dropped (24), 7 technical (17),
+    # zero-std 15 dropped (16), 6 technical (10), zero-std 22..31 admitted as fallbacks at remaining 10.
+    # remaining 10 < 16: wave 2 (32..63) at t=1, remaining 42.  t=6: 26 zero-std drops (42 -> 16), then
+    # 58..63 are fallbacks and fill data.  The third wave of the supply (64..95) is never submitted.
+    assert r.waves == 2 and r.submitted == 64
+    assert r.dropped == {REASON_TECHNICAL: list(range(7)) + list(range(8, 15)) + list(range(16, 22)),
+                         REASON_ZERO_STD: [7, 15] + list(range(32, 58))}
+    assert r.fallback == r.accepted == list(range(22, 32)) + list(range(58, 64))
 
 
 def test_technical_failures_force_a_second_and_a_third_wave():
@@ -60,26 +65,33 @@ def test_second_wave_is_submitted_at_the_time_of_the_decision_that_needed_it():
     r = replay(groups, max_consecutive_failed_groups=8)
     # at t=1: 4 technical drops (remaining 28); at t=2: 12 zero-std drops then remaining 16 -> 13th is a fallback
     assert r.waves == 1 and r.fallback == [16]
+    assert r.dropped == {REASON_TECHNICAL: [0, 1, 2, 3], REASON_ZERO_STD: list(range(4, 16))}
+    assert r.accepted == [16] + list(range(17, 32)) and r.remaining == 16
     groups = [("technical", 1.0)] * 7 + [("zero_std", 1.0)] + [("zero_std", 2.0)] * 12 + [("varied", 9.0)] * 12
     groups += [("varied", 0.5)] * 32
     r = replay(groups)
     # t=1: 7 technical + 1 zero-std dropped -> remaining 24; t=2: 8 more zero-std dropped -> 16, then 4 fallbacks
-    assert r.waves == 1
+    assert r.waves == 1 and r.remaining == 16
+    assert r.dropped == {REASON_TECHNICAL: list(range(7)), REASON_ZERO_STD: list(range(7, 16))}
+    assert r.fallback == [16, 17, 18, 19]
+    # t=9: the 12 groups with spread (20..31) fill the 12 free slots
+    assert r.accepted == [16, 17, 18, 19] + list(range(20, 32)) and r.aborted == []
     groups = [("technical", 1.0)] * 7 + [("zero_std", 1.0)] * 9 + [("technical", 2.0)] + [("varied", 9.0)] * 15
     groups += [("varied", 0.5)] * 32
     r = replay(groups)
     # t=1: 7 technical + 9 zero-std drops -> remaining 16; t=2: technical -> 15 < 16: wave 2 at t=2
     assert r.waves == 2 and r.wave_times == [0.0, 2.0]
-    assert r.accepted[:16] == list(range(32, 48))  # wave 2's groups finish at 2.5, before wave 1's at 9
+    assert r.accepted == list(range(32, 48))  # wave 2's groups finish at 2.5, before wave 1's at 9
+    # all 32 of wave 2 finish together at 2.5: 48..63 are judged in that batch after data is full
+    assert r.surplus == list(range(48, 64)) and r.aborted == list(range(17, 32))
 
 
-def test_fallback_groups_are_never_evicted_and_surplus_never_trained():
-    groups = [("zero_std", 1.0)] * 18 + [("varied", 2.0)] * 14
-    r = replay(groups, over_sampling_batch_size=32)
-    assert r.fallback == [16, 17] and set(r.fallback) <= set(r.accepted)
+def test_surplus_groups_with_spread_are_never_trained():
+    """R26: groups with spread that finish in the batch that fills data are surplus (no eviction: see test_rules.py R17)."""
     groups = [("varied", 1.0)] * 20 + [("varied", 2.0)] * 12
     r = replay(groups)
-    assert r.surplus == [16, 17, 18, 19] and not set(r.surplus) & set(r.accepted)
+    # 20 groups finish together at t=1: 0..15 fill data, 16..19 are surplus; 20..31 (t=2) are aborted
+    assert r.accepted == list(range(16)) and r.surplus == [16, 17, 18, 19] and r.aborted == list(range(20, 32))
     assert [e.decision for e in r.events if e.index in r.surplus] == [Decision.SURPLUS] * 4
 
 
@@ -135,7 +147,18 @@ def test_events_record_time_wave_verdict_decision_remaining_and_kept():
     assert r.events[-1].as_dict()["decision"] == "accepted"
 
 
-def test_replay_is_deterministic():
-    groups = [(v, 1.0 + (i % 13) / 4) for i, v in enumerate(["varied", "zero_std", "technical"] * 40)]
-    first, second = replay(groups), replay(groups)
-    assert first.events == second.events and first.accepted == second.accepted
+def test_ties_are_broken_by_submission_index_not_by_supply_position_in_the_heap():
+    """R27: groups that finish at the same time form one batch judged in submission order.
+
+    Target 1, wave 4: groups 3, 2, 1 (zero-std, zero-std, varied) and 0 (technical) all finish at t=1.
+    In submission order: 0 technical dropped (remaining 3), 1 varied accepted (data full), 2 and 3
+    zero-std at remaining 3 > 1 and 2 > 1: dropped -> remaining 1.
+    """
+    groups = [("technical", 1.0), ("varied", 1.0), ("zero_std", 1.0), ("zero_std", 1.0)]
+    r = replay(groups, rollout_batch_size=1, over_sampling_batch_size=4)
+    assert [(e.index, e.decision, e.remaining) for e in r.events] == [
+        (0, Decision.DROPPED, 3),
+        (1, Decision.ACCEPTED, 3),
+        (2, Decision.DROPPED, 2),
+        (3, Decision.DROPPED, 1),
+    ]

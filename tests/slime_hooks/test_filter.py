@@ -1,4 +1,8 @@
-"""fully_scored_group_filter decides exactly as shopsimrl.sampling does, and keeps its streak across calls."""
+"""fully_scored_group_filter: the filter slime calls (R5-R9 of docs/dynamic-sampling.md), and its streak across calls.
+
+Expectations are written out or derived by a small oracle from what the generator drew, never
+by calling shopsimrl.sampling.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl import sampling
 from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD, TooManyTechnicalFailures
 from shopsimrl.slime.state import hook_state, reset_hook_state
 from shopsimrl.slime_runtime import DynamicFilterOutput, fully_scored_group_filter
@@ -61,39 +64,75 @@ def test_reward_key_is_read_from_args(kit):
     assert fully_scored_group_filter(kit.args(reward_key="r_strict"), group).keep is True
 
 
-def _trajectory(draw, group_index, index):
+#: The rewards the generator draws, and which of them are equal within the 1e-6 tolerance (R7):
+#: 0.0 and 1e-7 differ by 1e-7, so they are "the same reward"; every other pair differs by 0.5 or more.
+REWARD_CLASS = {0.0: "zero", 1e-7: "zero", 0.5: "half", 1.0: "one"}
+#: How a trajectory's samples look; all but "scored" make the sample unscorable (R5).
+KINDS = ["scored", "scored", "scored", "unscored", "nan", "no_reward_key", "bool"]
+
+
+@st.composite
+def trajectories(draw, group_index, first_index):
+    """One trajectory: 1-3 fan-out segments with consecutive indices, sharing a rollout_id (or none at all)."""
     segments = draw(st.integers(1, 3))
-    kind = draw(st.sampled_from(["scored", "scored", "scored", "unscored", "nan"]))
-    reward = draw(st.sampled_from([0.0, 1.0, 0.5, 1e-7]))
-    rid = index if draw(st.booleans()) else None
+    kind = draw(st.sampled_from(KINDS))
+    reward = draw(st.sampled_from(sorted(REWARD_CLASS)))
+    rid = 1000 + first_index if segments > 1 or draw(st.booleans()) else None  # segments always share an id
     samples = []
-    for _ in range(segments):
-        if kind == "unscored":
-            sample = types.SimpleNamespace(group_index=group_index, index=index, rollout_id=rid,
-                                           reward={"reward": reward}, metadata={"shopsim_scored": False})
-        else:
-            value = math.nan if kind == "nan" else reward
-            sample = types.SimpleNamespace(group_index=group_index, index=index, rollout_id=rid,
-                                           reward={"reward": value}, metadata={"shopsim_scored": True})
-        samples.append(sample)
-    return samples
+    for k in range(segments):
+        value = {"nan": math.nan, "bool": True}.get(kind, reward)
+        reward_dict = {"other": reward} if kind == "no_reward_key" else {"reward": value}
+        samples.append(types.SimpleNamespace(group_index=group_index, index=first_index + k, rollout_id=rid,
+                                             reward=reward_dict, metadata={"shopsim_scored": kind != "unscored"}))
+    return kind, reward, samples
 
 
 @st.composite
 def groups(draw):
+    """A group of 1-8 trajectories, flat or nested (one list per trajectory), with what was drawn."""
     n = draw(st.integers(1, 8))
-    trajectories = [_trajectory(draw, 7, i) for i in range(n)]
-    flat = draw(st.booleans())
-    return [s for t in trajectories for s in t] if flat else trajectories
+    drawn, nested, index = [], [], 0
+    for _ in range(n):
+        kind, reward, samples = draw(trajectories(7, index))
+        drawn.append((kind, reward))
+        nested.append(samples)
+        index += len(samples)
+    group = [s for t in nested for s in t] if draw(st.booleans()) else nested
+    return drawn, group
+
+
+def expected_output(drawn):
+    """The filter's output, derived from what the generator drew (not from shopsimrl.sampling)."""
+    if any(kind != "scored" for kind, _ in drawn):
+        return (False, "shopsim_unscored_technical_group", False)  # R5: one unscorable sibling
+    if len({REWARD_CLASS[reward] for _, reward in drawn}) == 1:
+        return (False, "shopsim_zero_std_group", True)  # R7: every trajectory has the same reward
+    return (True, None, False)
 
 
 @settings(max_examples=300, deadline=None)
-@given(group=groups())
-def test_property_filter_equals_the_sampling_core(group):
+@given(case=groups())
+def test_property_filter_output_matches_an_independent_oracle(case):
+    """R5, R7, R8, R9: technical / zero-std / varied over fan-out, NaN, bool, unscored and 1e-7 rewards."""
+    drawn, group = case
     reset_hook_state()
     args = types.SimpleNamespace(reward_key="reward", shopsim_max_consecutive_failed_groups=10**9)
-    expected = sampling.filter_output(sampling.group_verdict(group, "reward"))
-    assert fields_of(fully_scored_group_filter(args, group)) == fields_of(expected)
+    assert fields_of(fully_scored_group_filter(args, group)) == expected_output(drawn)
+
+
+@pytest.mark.parametrize(
+    ("rewards", "expected"),
+    [
+        ([0.0, 1e-7, 0.0], (False, REASON_ZERO_STD, True)),  # spread 1e-7 <= 1e-6
+        ([0.0, 1e-6], (False, REASON_ZERO_STD, True)),  # spread exactly 1e-6
+        ([0.0, 1.5e-6], (True, None, False)),  # spread 1.5e-6 > 1e-6
+        ([0.5] * 8, (False, REASON_ZERO_STD, True)),  # all the same intermediate value
+        ([1.0] * 7 + [0.0], (True, None, False)),
+    ],
+)
+def test_written_out_spread_cases(kit, rewards, expected):
+    group = [kit.scored(2, i, r) for i, r in enumerate(rewards)]
+    assert fields_of(fully_scored_group_filter(kit.args(), group)) == expected
 
 
 def test_streak_survives_calls_resets_on_a_scored_group_and_stops_the_run(kit):

@@ -1,0 +1,309 @@
+"""``make mutate``: break one dynamic-sampling rule at a time and check that tests/sampling fails.
+
+Each mutation is a small textual edit (one line where the rule is one line) of a file under
+``shopsimrl/sampling``, paired with the example test of ``tests/sampling/test_rules.py`` written
+to catch it.  The runner copies ``shopsimrl/``, ``tests/`` and ``pyproject.toml`` into a
+temporary directory once, checks that the copy imports its own ``shopsimrl`` and that
+``tests/sampling`` passes there, then for each mutation edits the copy, runs the mutation's
+example test and restores the copy's file.  The working tree is only read: an interrupted run
+(Ctrl-C, a crash) cannot leave it mutated, and the temporary directory is removed on exit.
+
+A mutation is *killed* when its example test fails (or hangs past ``--timeout``).  When the
+example test passes, the whole folder is run to say whether anything else notices; the mutation
+still counts as *survived*: every rule must have an example test that fails for it.  The run
+exits 0 only if every mutation is killed, 1 if one survives, and 2 when the check cannot run
+(a mutation's text no longer occurs exactly once in the code, or the unmutated suite fails).
+
+    python scripts/mutate.py                 # all mutations
+    python scripts/mutate.py --list          # what each mutation breaks, and its example test
+    python scripts/mutate.py -k eviction     # only those whose name contains "eviction"
+    python scripts/mutate.py --whole-folder  # all of tests/sampling per mutation; first failing test
+
+Rule numbers refer to docs/dynamic-sampling.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COPIED = ("shopsimrl", "tests", "pyproject.toml")
+TESTS = "tests/sampling"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    rule: str
+    witness: str  # the example test in tests/sampling/test_rules.py written to catch this rule's breakage
+    path: str  # relative to the repository root
+    old: str  # must occur exactly once in the file
+    new: str
+
+
+SAMPLING = "shopsimrl/sampling/"
+
+MUTATIONS = (
+    # §2.1 technical
+    Mutation("technical-if-any-sibling-scored", "R5",
+             "test_r5_one_unscored_sibling_of_eight_makes_the_group_technical",
+             SAMPLING + "verdict.py",
+             "if not all(is_scored(s, reward_key) for s in samples):",
+             "if not any(is_scored(s, reward_key) for s in samples):"),
+    Mutation("technical-may-be-a-fallback", "R9",
+             "test_r9_filter_outputs_and_reason_strings_are_exact",
+             SAMPLING + "filter.py",
+             "reason=REASON_TECHNICAL, keep_when_insufficient=False)",
+             "reason=REASON_TECHNICAL, keep_when_insufficient=True)"),
+    Mutation("stop-limit-default-9", "R6",
+             "test_r6_eight_technical_groups_in_a_row_stop_and_a_scored_group_resets_the_count",
+             SAMPLING + "knobs.py",
+             "DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 8", "DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 9"),
+    Mutation("stop-one-group-late", "R6",
+             "test_r6_eight_technical_groups_in_a_row_stop_and_a_scored_group_resets_the_count",
+             SAMPLING + "guard.py",
+             "if self.count >= self.limit:", "if self.count > self.limit:"),
+    Mutation("streak-not-reset-by-scored-group", "R6",
+             "test_r6_eight_technical_groups_in_a_row_stop_and_a_scored_group_resets_the_count",
+             SAMPLING + "guard.py",
+             "if verdict is not Verdict.TECHNICAL:\n            if self.count:",
+             "if verdict is not Verdict.TECHNICAL:\n            if False:"),
+    # §2.2 zero-std
+    Mutation("tolerance-2e-6", "R7",
+             "test_r7_spread_tolerance_is_pinned_on_both_sides_of_1e_6",
+             SAMPLING + "knobs.py", "ZERO_STD_EPSILON = 1e-6", "ZERO_STD_EPSILON = 2e-6"),
+    Mutation("tolerance-5e-7", "R7",
+             "test_r7_spread_tolerance_is_pinned_on_both_sides_of_1e_6",
+             SAMPLING + "knobs.py", "ZERO_STD_EPSILON = 1e-6", "ZERO_STD_EPSILON = 5e-7"),
+    Mutation("tolerance-exclusive", "R7",
+             "test_r7_spread_tolerance_is_pinned_on_both_sides_of_1e_6",
+             SAMPLING + "verdict.py",
+             "max(values) - min(values) <= ZERO_STD_EPSILON", "max(values) - min(values) < ZERO_STD_EPSILON"),
+    Mutation("rollout-id-ignored", "R8",
+             "test_r8_segments_sharing_a_rollout_id_count_once",
+             SAMPLING + "verdict.py",
+             'return _field(sample, "index") if rid is None else rid', 'return _field(sample, "index")'),
+    Mutation("zero-std-kept", "R9",
+             "test_r9_filter_outputs_and_reason_strings_are_exact",
+             SAMPLING + "filter.py", "Verdict.ZERO_STD: ZERO_STD_DROP", "Verdict.ZERO_STD: KEEP"),
+    Mutation("zero-std-never-a-fallback", "R9",
+             "test_r9_filter_outputs_and_reason_strings_are_exact",
+             SAMPLING + "filter.py",
+             "reason=REASON_ZERO_STD, keep_when_insufficient=True)",
+             "reason=REASON_ZERO_STD, keep_when_insufficient=False)"),
+    # §3 remaining, the drop rule, waves, abort
+    Mutation("remaining-not-decremented-on-drop", "R12",
+             "test_r12_r13_sixteen_zero_std_drops_then_the_seventeenth_zero_std_group_is_a_fallback_at_remaining_16",
+             SAMPLING + "controller.py",
+             "self.remaining -= 1", "self.remaining -= 0"),
+    Mutation("fallback-threshold-strict", "R13",
+             "test_r12_r13_sixteen_zero_std_drops_then_the_seventeenth_zero_std_group_is_a_fallback_at_remaining_16",
+             SAMPLING + "filter.py",
+             "if output.keep_when_insufficient and remaining <= target:",
+             "if output.keep_when_insufficient and remaining < target:"),
+    Mutation("new-wave-at-remaining-equal-target", "R14",
+             "test_r14_no_new_wave_at_remaining_equal_to_target",
+             SAMPLING + "controller.py",
+             "while self.remaining < self.target:", "while self.remaining <= self.target:"),
+    Mutation("no-abort-once-target-kept", "R15",
+             "test_r15_abort_once_target_kept_even_with_groups_of_two_waves_in_flight",
+             SAMPLING + "controller.py",
+             "return len(self.kept) >= self.target", "return len(self.kept) > self.target"),
+    Mutation("replay-ignores-wave-submission-time", "R15",
+             "test_r15_abort_once_target_kept_even_with_groups_of_two_waves_in_flight",
+             SAMPLING + "replay.py",
+             "heapq.heappush(pending, (now + supply[index][1], index))",
+             "heapq.heappush(pending, (supply[index][1], index))"),
+    # §4 no eviction
+    Mutation("eviction", "R17",
+             "test_r17_no_eviction_a_kept_fallback_stays_when_more_groups_with_spread_than_free_slots_finish_together",
+             SAMPLING + "controller.py",
+             "        else:\n            self.surplus.append(index)",
+             "        elif output.keep and self.fallback:  # a group with spread evicts a fallback\n"
+             "            kept.remove(self.fallback.pop()); kept.append(index); decision = Decision.ACCEPTED\n"
+             "        else:\n            self.surplus.append(index)"),
+    # §6 drop rates, success over all completed generations, update split, advantages
+    Mutation("drop-rate-over-trained-only", "R19",
+             "test_r19_each_drop_rate_is_its_count_over_trained_groups_plus_its_own_count",
+             SAMPLING + "metrics.py",
+             "denominator = train_group_count + drop_count", "denominator = train_group_count"),
+    Mutation("zero-std-rate-over-all-drops", "R19",
+             "test_r19_each_drop_rate_is_its_count_over_trained_groups_plus_its_own_count",
+             SAMPLING + "metrics.py",
+             "ZERO_STD_GROUP_DROP_RATE: drop_rate(zero_std, train_groups)",
+             "ZERO_STD_GROUP_DROP_RATE: drop_rate(zero_std, train_groups + technical)"),
+    Mutation("success-over-trained-groups-only", "R20",
+             "test_r20_success_and_reward_means_count_dropped_and_surplus_groups_not_only_kept_ones",
+             SAMPLING + "metrics.py",
+             "scored = [t for t in all_trajectories if t.scored]",
+             "scored = [t for g in trained for t in by_group[g].values() if t.scored]"),
+    Mutation("update-split-one-group-too-many", "R21",
+             "test_r21_sixteen_groups_of_eight_at_global_batch_64_make_two_updates_of_eight_groups",
+             SAMPLING + "updates.py",
+             "per_update = global_batch_size // n_samples_per_prompt",
+             "per_update = global_batch_size // n_samples_per_prompt + 1"),
+    Mutation("grpo-biased-std", "R22",
+             "test_r22_grpo_advantages_written_out",
+             SAMPLING + "advantages.py", "/ (n - 1)) if n > 1", "/ n) if n > 1"),
+    # §7 metrics
+    Mutation("all-wrong-over-all-groups", "R23",
+             "test_r23_all_wrong_group_rate_is_over_fully_scored_groups",
+             SAMPLING + "metrics.py",
+             "/ len(fully_scored_groups)", "/ len(by_group)"),
+    Mutation("metrics-segments-not-deduplicated", "R24",
+             "test_r24_three_segments_of_one_trajectory_are_one_trajectory_in_the_metrics",
+             SAMPLING + "metrics.py",
+             "trajectories[t.rollout_id] = t", "trajectories[(t.rollout_id, len(trajectories))] = t"),
+    # §8 batches
+    Mutation("surplus-trained", "R26",
+             "test_r26_groups_with_spread_beyond_target_in_the_filling_batch_are_surplus_never_kept",
+             SAMPLING + "controller.py",
+             "elif len(kept) < self.target:", "elif True:"),
+    Mutation("batch-in-reverse-submission-order", "R27",
+             "test_r27_simultaneous_completions_are_judged_in_submission_order_whatever_order_they_arrive_in",
+             SAMPLING + "controller.py",
+             "batch = sorted((int(i), Verdict.parse(v)) for i, v in completions)",
+             "batch = sorted(((int(i), Verdict.parse(v)) for i, v in completions), reverse=True)"),
+)
+
+
+def check_applies(mutations: tuple[Mutation, ...]) -> list[str]:
+    """Every mutation's text must occur exactly once in the working tree's file (read only)."""
+    problems = []
+    for mu in mutations:
+        text = (ROOT / mu.path).read_text(encoding="utf-8")
+        if text.count(mu.old) != 1:
+            problems.append(f"{mu.name}: {mu.old!r} occurs {text.count(mu.old)} times in {mu.path} (expected once); "
+                            f"update scripts/mutate.py to the current code")
+    return problems
+
+
+def copy_tree(dest: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", "*.pyc")
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+
+
+def run_pytest(copy: Path, targets: list[str], timeout: float) -> tuple[str, str, float]:
+    """pytest -x on the copy: ("pass" | "fail" | "timeout" | "error: ...", first failed test, seconds)."""
+    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *targets]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", "", time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    if done.returncode == 0:
+        return "pass", "", elapsed
+    if done.returncode == 1:
+        failed = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("FAILED ")]
+        return "fail", (failed[0].removeprefix(TESTS + "/").split("[")[0] if failed else ""), elapsed
+    tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+    return f"error: pytest exit {done.returncode}: {' | '.join(tail)}", "", elapsed
+
+
+def folder(copy: Path) -> list[str]:
+    """tests/sampling, rule examples first and property tests last (-x stops at the first failure,
+    and a failing hypothesis test spends seconds shrinking its example)."""
+    files = sorted(p.relative_to(copy).as_posix() for p in (copy / TESTS).glob("test_*.py"))
+    files.sort(key=lambda f: (not f.endswith("test_rules.py"), f.endswith("test_properties.py")))
+    return files
+
+
+def imports_from(copy: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run([sys.executable, "-c", "import shopsimrl.sampling as s; print(s.__file__)"], cwd=copy,
+                         env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-k", dest="match", help="only the mutations whose name contains this text")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--whole-folder", action="store_true",
+                        help="run all of tests/sampling on each mutation (not just its rule's example test) "
+                        "and report the first test that fails")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per test run (default 300)")
+    args = parser.parse_args(argv)
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console() if sys.stdout.isatty() else Console(width=170)  # logs keep whole test names
+    mutations = tuple(mu for mu in MUTATIONS if not args.match or args.match in mu.name)
+    if not mutations:
+        console.print(f"[red]error:[/] no mutation name contains {args.match!r}; see --list")
+        return 2
+    if args.list:
+        table = Table("mutation", "rule", "file", "edit", "its example test")
+        for mu in mutations:
+            table.add_row(mu.name, mu.rule, mu.path.removeprefix(SAMPLING), f"{mu.old.strip()}  ->  {mu.new.strip()}",
+                          mu.witness)
+        console.print(table)
+        return 0
+    problems = check_applies(mutations)
+    if problems:
+        for p in problems:
+            console.print(f"[red]error:[/] {p}")
+        return 2
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="shopsimrl-mutate-") as tmp:
+        copy = Path(tmp)
+        copy_tree(copy)
+        where = imports_from(copy)
+        if not where.startswith(str(copy)):
+            console.print(f"[red]error:[/] the copy imports shopsimrl from {where}, not from {copy}")
+            return 2
+        outcome, _, seconds = run_pytest(copy, folder(copy), args.timeout)
+        if outcome != "pass":
+            console.print(f"[red]error:[/] {TESTS} does not pass without any mutation ({outcome}); fix that first")
+            return 2
+        console.print(f"baseline: {TESTS} passes on the unmutated copy ({seconds:.1f} s)")
+        caught_by = "first failing test" if args.whole_folder else "caught by"
+        table = Table("mutation", "rule", "file", "result", caught_by, "seconds",
+                      title=f"mutations of shopsimrl/sampling vs {TESTS}")
+        survived = 0
+        for n, mu in enumerate(mutations, 1):
+            target = copy / mu.path
+            original = target.read_text(encoding="utf-8")
+            try:
+                target.write_text(original.replace(mu.old, mu.new, 1), encoding="utf-8")
+                if args.whole_folder:
+                    outcome, first, seconds = run_pytest(copy, folder(copy), args.timeout)
+                else:
+                    outcome, first, seconds = run_pytest(copy, [f"{TESTS}/test_rules.py::{mu.witness}"], args.timeout)
+                    if outcome == "pass":  # its own test missed it: does anything else in the folder notice?
+                        outcome, other, more = run_pytest(copy, folder(copy), args.timeout)
+                        first, seconds = f"not {mu.witness}" + (f"; only {other}" if other else ""), seconds + more
+                        outcome = "pass" if outcome in ("fail", "timeout") else outcome
+            finally:
+                target.write_text(original, encoding="utf-8")
+            result = {"fail": "[green]killed[/]", "timeout": "[green]killed (timeout)[/]",
+                      "pass": "[red]SURVIVED[/]"}.get(outcome, f"[red]{outcome}[/]")
+            survived += outcome not in ("fail", "timeout")
+            table.add_row(mu.name, mu.rule, mu.path.removeprefix(SAMPLING), result, first, f"{seconds:.1f}")
+            console.print(f"[{n}/{len(mutations)}] {mu.name}: {result} ({seconds:.1f} s)")
+    console.print(table)
+    total = time.perf_counter() - started
+    killed = len(mutations) - survived
+    console.print(f"{killed}/{len(mutations)} mutations killed in {total:.0f} s")
+    return 0 if survived == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
