@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupOutcome
-from shopsimrl.slime.abort import AbortFlag, AbortWatch, slime_abort_flag
+from shopsimrl.slime.abort import POLL_SECONDS, AbortFlag, AbortWatch, slime_abort_flag
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class SlimeHookState:
     filter_output_cls: type | None = None
     env_client_factory: EnvClientFactory | None = None  # None: HttpEnvClient(args.shopsim_env_url)
     abort_flag_factory: AbortFlagFactory = slime_abort_flag
+    abort_poll_seconds: float = POLL_SECONDS
     claimed_trace_paths: set[str] = field(default_factory=set)
     _close_registered: bool = False
     _loop_resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = field(
@@ -123,7 +124,7 @@ class SlimeHookState:
         with self.lock:
             watch = resources.get("abort_watch")
             if watch is None:
-                watch = resources["abort_watch"] = AbortWatch(self.abort_flag_factory(args))
+                watch = resources["abort_watch"] = AbortWatch(self.abort_flag_factory(args), self.abort_poll_seconds)
             return watch
 
     def claim_trace_path(self, path: str) -> str:
