@@ -111,6 +111,7 @@ class ScriptedSGLang:
         assert body.get("abort_all") is True, body
         self.abort_calls += 1
         for future in list(self._running):
+            self._running.discard(future)  # aborted: no longer running, as SGLang's load reports at once
             if not future.done():
                 future.set_result(None)
         return JSONResponse({})
