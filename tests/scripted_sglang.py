@@ -28,7 +28,8 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
 END = "<|im_end|>"
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -83,8 +84,11 @@ class ScriptedSGLang:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def generate(self, request: Request) -> JSONResponse:
-        body = await request.json()
+    async def generate(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ClientDisconnect:  # the client gave up on the request while sending it (an abort)
+            return Response(status_code=499)
         self.generate_calls += 1
         aborted = asyncio.get_running_loop().create_future()
         self._running.add(aborted)
