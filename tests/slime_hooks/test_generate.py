@@ -108,6 +108,9 @@ class FakeSGLang:
         if finish == "stop":
             text += END
         ids = self.tokenizer.encode(text, add_special_tokens=False)
+        limit = body["sampling_params"]["max_new_tokens"]
+        if len(ids) > limit:  # SGLang stops at max_new_tokens
+            ids, finish = ids[:limit], "length"
         logprobs = []
         for _ in ids:
             self._logprob += 1
@@ -259,6 +262,40 @@ async def test_spent_budget_ends_the_episode_without_another_request(kit, sglang
     await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params(max_new_tokens=first + 3))
     assert len(sglang.requests) == 1  # the tool turn alone exceeds the 3 tokens left
     assert sample.metadata["shopsim_end_reason"] == "generation_length"
+    assert sample.response_length == first  # the page that did not fit is not recorded
+    assert sample.loss_mask == [1] * first
+
+
+def page_tokens(tokenizer, page: str, first_reply: str) -> int:
+    """Tokens the template adds after the first model turn: the rest of its turn, the page, the next header."""
+    from shopsimrl.slime.policy import ChatTemplate
+
+    template = ChatTemplate(tokenizer)
+    content = observation(page).text
+    return len(template.encode(template.continuation(first_reply + END, [{"role": "tool", "content": content}])))
+
+
+@pytest.mark.parametrize("slack", [-1, 0, 1, 2, 40])
+async def test_the_response_never_exceeds_the_token_budget(kit, sglang, tokenizer, tokenizer_dir, tmp_path, env, slack):
+    """Budgets around the first page's end: the page is recorded only if the model keeps a token after it."""
+    first = len(tokenizer.encode(WINNING[0] + END, add_special_tokens=False))
+    page = page_tokens(tokenizer, "results", WINNING[0])
+    budget = first + page + slack
+    sglang.reset([(text, "stop") for text in WINNING])
+    sample = new_sample(kit)
+    await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params(max_new_tokens=budget))
+    assert sample.response_length <= budget
+    assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length
+    if slack <= 0:  # no token left for the model after the page: the page is not recorded, the episode ends
+        assert sample.response_length == first and len(sglang.requests) == 1
+        assert sample.metadata["shopsim_end_reason"] == "generation_length"
+        assert sample.status is kit.Sample.Status.TRUNCATED
+    else:  # the model gets exactly the tokens left; the next page (if any) must fit in turn
+        assert sglang.requests[1]["sampling_params"]["max_new_tokens"] == slack
+        second = len(sglang.replies[1][0])
+        assert sample.response_length == first + page + second
+        if second == slack:  # cut by the budget
+            assert sample.status is kit.Sample.Status.TRUNCATED and len(sglang.requests) == 2
 
 
 @pytest.mark.parametrize("failure", ["env", "sglang"])
