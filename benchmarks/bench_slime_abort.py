@@ -16,7 +16,8 @@ reports none -- retrying every 3 s as slime does -- and waits for every group ta
 
 Reported: seconds from calling ``abort()`` until it returns (every group task done), and
 after it the ``/generate`` requests sent since the abort began, env slots leased, and
-SGLang requests still running -- all three must be 0.
+SGLang requests still running -- all three must be 0.  Also: the blocking time of building
+one ``httpx.AsyncClient``, which the hook once paid per episode.
 """
 
 from __future__ import annotations
@@ -109,6 +110,18 @@ async def _one_abort(kit: tuple[Any, Any], env: Any, tokenizer: Any, tokenizer_d
             sys.modules.pop(name, None)
 
 
+def bench_client_build(n: int = 30) -> dict[str, float]:
+    """What one HTTP client per episode would cost: building an ``httpx.AsyncClient`` (blocking work)."""
+    import httpx
+
+    seconds = []
+    for _ in range(n):
+        start = time.perf_counter()
+        httpx.AsyncClient(timeout=600.0)
+        seconds.append(time.perf_counter() - start)
+    return {"builds": n, "median_ms": statistics.median(seconds) * 1e3, "max_ms": max(seconds) * 1e3}
+
+
 def _median(runs: list[dict[str, float]]) -> dict[str, Any]:
     keys = runs[0].keys()
     return {"runs": len(runs), **{k: statistics.median(r[k] for r in runs) for k in keys},
@@ -148,6 +161,7 @@ def main(quick: bool = False) -> dict[str, Any]:
         "decoding": _median(decoding),
         "turns": _median(turns),
         "turns_abort_ignored": _median(ignored),
+        "http_client_build": bench_client_build(),
     }
     results["idle_after_abort"] = all(
         results[k]["worst"][f] == 0 for k in ("decoding", "turns")
