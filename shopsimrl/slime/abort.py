@@ -55,10 +55,9 @@ def slime_abort_flag(args: Any) -> AbortFlag:
     state_cls = getattr(module, "GenerateState", None)
     if state_cls is None:
         return never_aborted
-    state = state_cls(args)
 
-    def aborted() -> bool:
-        return bool(state.aborted)
+    def aborted() -> bool:  # the singleton looked up on every read: a replaced instance is still seen
+        return bool(state_cls(args).aborted)
 
     return aborted
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +241,18 @@ async def test_the_watch_passes_the_callers_cancellation_on_and_waits_for_cleanu
     flag["aborted"] = True
     with pytest.raises(EpisodeAborted):
         await watch.run(work())  # refused at once: the coroutine never starts
+
+
+def test_outside_slime_nothing_aborts_and_inside_the_flag_is_slimes(monkeypatch):
+    from shopsimrl.slime.abort import slime_abort_flag
+
+    monkeypatch.delitem(sys.modules, "slime.rollout.sglang_rollout", raising=False)
+    assert slime_abort_flag(object())() is False
+    module = slime_double.install(monkeypatch)
+    args = slime_double.slime_args(sampling_params={})
+    flag = slime_abort_flag(args)
+    assert flag() is False
+    module.GenerateState(args).aborted = True
+    assert flag() is True
+    module.GenerateState(args).reset()  # slime's reset() at the end of the step
+    assert flag() is False
