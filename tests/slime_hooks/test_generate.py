@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import uvicorn
 from agent.fakes import TASK, FakeEnv, observation
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
+from scripted_sglang import END, build_tokenizer, serving
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 from shopsimrl.env.pages import all_tools
@@ -47,9 +42,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
-END = "<|im_end|>"
 
 
 def tool_call(name: str, **arguments: Any) -> str:
@@ -63,21 +55,7 @@ WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", val
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
     corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "product"))]
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.train_from_iterator(
-        corpus,
-        trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                            show_progress=False),
-    )
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=END, pad_token="<|endoftext|>",
-                                        additional_special_tokens=SPECIAL[1:])
-    tokenizer.add_tokens(ADDED)
-    tokenizer.chat_template = CHAT_TEMPLATE
-    path = tmp_path_factory.mktemp("tokenizer")
-    tokenizer.save_pretrained(path)
-    return path
+    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"), corpus, CHAT_TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -127,20 +105,9 @@ class FakeSGLang:
 @pytest.fixture(scope="module")
 def sglang(tokenizer):
     fake = FakeSGLang(tokenizer)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the fake SGLang server did not start"
-        time.sleep(0.02)
-    fake.port = port
-    yield fake
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(fake.app) as port:
+        fake.port = port
+        yield fake
 
 
 @pytest.fixture
