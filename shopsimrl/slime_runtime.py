@@ -275,7 +275,9 @@ def _chat_template(args: Any) -> Any:
 
 
 def _sglang_aborted(result: Any) -> bool:
-    return bool(result.error) and result.error.get("type") == "SGLangAborted"
+    from shopsimrl.slime.policy import SGLangAborted
+
+    return bool(result.error) and result.error.get("type") == SGLangAborted.__name__
 
 
 _UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._=-]")
