@@ -13,6 +13,10 @@ slime calls, once per rollout step and in this order (``slime/rollout/sglang_rol
    counts).  We add our keys to that dict *in place* and return ``False``: a falsy return
    tells slime to go on with its default logging of the same dict, so W&B (or whatever
    slime logs to) receives our keys with slime's; this module never calls a logger itself.
+
+For evaluation, ``--custom-eval-rollout-log-function-path`` -> :func:`drop_unscored_eval_episodes`
+``(rollout_id, args, data, extra_metrics)`` (``slime/observability/rollout_metrics.py``,
+``log_eval_rollout_data``) keeps unscored eval episodes out of slime's ``eval/<dataset>`` mean.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shopsimrl.sampling import DROP_REASONS, dynamic_filter_drop_key, rollout_step_metrics
-from shopsimrl.sampling.verdict import iter_samples
+from shopsimrl.sampling.verdict import is_scored, iter_samples
 from shopsimrl.slime.samples import group_outcome, group_outcomes, reward_key
 from shopsimrl.slime.state import hook_state
 
@@ -66,3 +70,41 @@ def _trained_groups(trained: list[Any], key: str) -> list[Any]:
     for sample in trained:
         by_group.setdefault(sample.group_index, []).append(sample)
     return [group_outcome(group, key) for group in by_group.values()]
+
+
+def drop_unscored_eval_episodes(
+    rollout_id: int, args: Any, data: dict[str, dict[str, Any]], extra_metrics: dict[str, Any] | None = None
+) -> bool:
+    """``--custom-eval-rollout-log-function-path``: keep unscored eval episodes out of slime's eval mean.
+
+    slime's ``log_eval_rollout_data`` logs ``eval/<dataset>`` as the mean of
+    ``data[dataset]["rewards"]``, where an unscored episode (env or SGLang failure) would
+    count as reward 0.  This removes unscored episodes from ``rewards``, ``truncated`` and
+    ``samples`` in place (whole prompts of ``n_samples_per_eval_prompt`` episodes when
+    ``--log-passrate`` needs complete groups), adds ``eval/<dataset>/shopsim_unscored_count``
+    and ``eval/<dataset>/shopsim_scored_rate`` to slime's metric dict, and returns False so
+    slime logs as usual.  A dataset with no scored episode left is removed from ``data``
+    (slime would divide by zero); its two ShopSim keys are still logged.
+    """
+    metrics = extra_metrics if extra_metrics is not None else {}
+    key = reward_key(args)
+    group_size = int(getattr(args, "n_samples_per_eval_prompt", 1) or 1) if getattr(args, "log_passrate", False) else 1
+    for name in list(data):
+        entry = data[name]
+        samples = entry.get("samples")
+        if samples is None:
+            log.warning("eval %s: dataset %s has no samples; its unscored episodes cannot be told apart", rollout_id, name)
+            continue
+        scored = [is_scored(sample, key) for sample in samples]
+        keep = [all(scored[start : start + group_size]) for start in range(0, len(samples), group_size)]
+        kept = [i for i in range(len(samples)) if keep[i // group_size]]
+        metrics[f"eval/{name}/shopsim_unscored_count"] = scored.count(False)
+        metrics[f"eval/{name}/shopsim_scored_rate"] = scored.count(True) / len(samples) if samples else 0.0
+        if not kept:
+            log.warning("eval %s: no scored episode in dataset %s; eval/%s is not logged", rollout_id, name, name)
+            del data[name]
+            continue
+        for field in ("rewards", "truncated", "samples"):
+            if field in entry:
+                entry[field] = [entry[field][i] for i in kept]
+    return False

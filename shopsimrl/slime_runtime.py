@@ -20,7 +20,10 @@ slime's ``DynamicFilterOutput`` and the tokenizer are imported on first use.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import re
+import sys
 from collections.abc import Hashable, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -36,13 +39,16 @@ from shopsimrl.slime.samples import (
     sample_status,
     trace_dir,
 )
+from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
 from shopsimrl.slime.state import hook_state
 
 log = logging.getLogger(__name__)
 
-# slime's _post_process_rewards: which estimators get group centering, and which the std division.
-GROUP_NORMALIZED_ESTIMATORS = ("grpo", "gspo", "reinforce_plus_plus_baseline")
-STD_NORMALIZED_ESTIMATORS = ("grpo", "gspo")
+# slime's RolloutManager._post_process_rewards (slime/ray/rollout.py): the estimators whose rewards it
+# centers per prompt group, and those it also divides by the group's std (--advantage-estimator choices:
+# grpo, gspo, cispo, reinforce_plus_plus, reinforce_plus_plus_baseline, ppo; the others get raw rewards).
+GROUP_NORMALIZED_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
+STD_NORMALIZED_ESTIMATORS = ("grpo", "gspo", "cispo")
 
 
 class UnsupportedSlimeSetting(ValueError):
@@ -67,7 +73,21 @@ def fully_scored_group_filter(args: Any, group: Sequence[Any], **kwargs: Any) ->
 
 
 class DynamicFilterOutput(FilterOutput):
-    """Stand-in for slime's class of the same name when slime is not installed (same fields)."""
+    """Stand-in for slime's class of the same name, only where slime is not installed at all (same fields)."""
+
+
+class SlimeFilterOutputUnavailable(RuntimeError):
+    """slime is there, but its ``DynamicFilterOutput`` is not: refuse rather than keep every group."""
+
+
+def _slime_present() -> bool:
+    """True inside a slime process (slime loaded) or wherever a ``slime`` package is installed."""
+    if "slime" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("slime") is not None
+    except (ImportError, ValueError):
+        return True  # a broken `slime` entry is still a slime we cannot use
 
 
 def _dynamic_filter_output_cls() -> type:
@@ -76,7 +96,17 @@ def _dynamic_filter_output_cls() -> type:
         if state.filter_output_cls is None:
             try:
                 from slime.rollout.filter_hub.base_types import DynamicFilterOutput as slime_cls
-            except ImportError:
+            except ImportError as exc:
+                if _slime_present():
+                    # slime's call_dynamic_filter wraps anything that is not its own DynamicFilterOutput
+                    # as keep=<that object>, which is truthy: a stand-in would keep every group,
+                    # technical ones included.  Fail at the first call instead.
+                    raise SlimeFilterOutputUnavailable(
+                        "slime is loaded but slime.rollout.filter_hub.base_types.DynamicFilterOutput cannot be "
+                        f"imported ({type(exc).__name__}: {exc}); the filter refuses to run, since slime would "
+                        "read any other return value as keep=True. Use a slime whose generate_rollout_async "
+                        "calls should_drop_dynamic_filter_output."
+                    ) from exc
                 state.filter_output_cls = DynamicFilterOutput
             else:
                 if "keep_when_insufficient" not in {f.name for f in fields(slime_cls)}:
@@ -183,15 +213,18 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     loss mask, rollout logprobs, the reward dict, ``metadata["shopsim_scored"]``, the
     trace path and ``rollout_id``.  A technical failure returns a zero-loss placeholder
     (status aborted, ``remove_sample=True``, unscored) so the filter drops the group.
+    Once slime has started its abort the episode stops (``shopsimrl.slime.abort``): it
+    sends no new ``/generate``, releases its env lease and comes back aborted, unrewarded.
     """
-    from shopsimrl.agent import DEFAULT_MAX_STEPS, run_episode
-    from shopsimrl.slime.policy import ChatTemplate, SGLangSettings, SGLangTokenPolicy
+    from shopsimrl.slime.policy import SGLangSettings, SGLangTokenPolicy
 
     check_exact_token_settings(args, sampling_params, evaluation)
+    task_id = _task_id(sample)
     state = hook_state()
-    template = ChatTemplate(
-        state.tokenizer(args.hf_checkpoint), getattr(args, "apply_chat_template_kwargs", None) or None
-    )
+    watch = state.abort_watch(args)
+    if watch.aborted():  # slime started its abort before this sample got here
+        return _fill_aborted(sample)
+    template = _chat_template(args)
     policy = SGLangTokenPolicy(
         SGLangSettings(
             generate_url=f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate",
@@ -199,26 +232,72 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             max_context_tokens=getattr(args, "rollout_max_context_len", None),
         ),
         template,
+        state.sglang_client(),
+        aborted=watch.aborted,
     )
-    task_id = _task_id(sample)
-    trace_path = Path(trace_dir(args)) / f"group_{sample.group_index}" / f"sample_{sample.index}.json"
     env = state.env_client(args, _http_env_client)
+    trace_path = _trace_path(args, sample, task_id, evaluation)
     try:
-        async with state.episode_gate(env_slots(args)):
-            result = await run_episode(
-                env,
-                policy,
-                task_id,
-                rollout_id=str(sample.index),
-                seed=int(getattr(args, "rollout_seed", 0) or 0) + int(sample.index or 0),
-                max_steps=int(getattr(args, "shopsim_max_steps", None) or DEFAULT_MAX_STEPS),
-                trace_path=trace_path,
-            )
-    finally:
-        await policy.aclose()
-    ledger = policy.episode.ledger if policy.episode is not None else None
-    _fill_sample(sample, ledger, template, result)
+        result = await watch.run(_play_gated(args, sample, task_id, env, policy, watch, trace_path))
+    except EpisodeAborted:
+        return _fill_aborted(sample, policy, str(trace_path) if trace_path.exists() else None)
+    if _sglang_aborted(result) and watch.aborted():
+        return _fill_aborted(sample, policy, result.trace_path)
+    _fill_sample(sample, policy.episode.ledger if policy.episode is not None else None, template, result)
     return sample
+
+
+async def _play_gated(
+    args: Any, sample: Any, task_id: str, env: Any, policy: Any, watch: AbortWatch, trace_path: Path
+) -> Any:
+    """The episode, once it holds one of the env slots; none is taken after slime's abort."""
+    from shopsimrl.agent import DEFAULT_MAX_STEPS, run_episode
+
+    async with hook_state().episode_gate(env_slots(args)):
+        if watch.aborted():
+            raise EpisodeAborted
+        return await run_episode(
+            env,
+            policy,
+            task_id,
+            rollout_id=str(sample.index),
+            seed=int(getattr(args, "rollout_seed", 0) or 0) + int(sample.index or 0),
+            max_steps=int(getattr(args, "shopsim_max_steps", None) or DEFAULT_MAX_STEPS),
+            trace_path=trace_path,
+        )
+
+
+def _chat_template(args: Any) -> Any:
+    from shopsimrl.slime.policy import ChatTemplate
+
+    tokenizer = hook_state().tokenizer(args.hf_checkpoint)
+    return ChatTemplate(tokenizer, getattr(args, "apply_chat_template_kwargs", None) or None)
+
+
+def _sglang_aborted(result: Any) -> bool:
+    from shopsimrl.slime.policy import SGLangAborted
+
+    return bool(result.error) and result.error.get("type") == SGLangAborted.__name__
+
+
+_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._=-]")
+
+
+def _trace_path(args: Any, sample: Any, task_id: str, evaluation: bool) -> Path:
+    """``group_<group_index>/sample_<index>.json``; eval: ``eval/rollout_<id>/<task>/sample_<index>.json``.
+
+    Eval samples have no group index and their indices restart with every eval pass
+    and dataset, so eval traces get their own folder, per rollout id (what slime's
+    ``set_current_rollout_id`` recorded for its sample hooks, when loaded), and a name
+    no earlier episode of this process holds.
+    """
+    root = Path(trace_dir(args))
+    if not evaluation:
+        return root / f"group_{sample.group_index}" / f"sample_{sample.index}.json"
+    rollout = getattr(sys.modules.get("slime.rollout.sample_hooks"), "_current_rollout_id", None)
+    task = _UNSAFE_PATH_CHARS.sub("_", task_id)
+    path = root / "eval" / f"rollout_{'unknown' if rollout is None else rollout}" / task / f"sample_{sample.index}.json"
+    return Path(hook_state().claim_trace_path(str(path)))
 
 
 def _task_id(sample: Any) -> str:
@@ -240,6 +319,33 @@ def _http_env_client(args: Any) -> Any:
     return HttpEnvClient(env_url(args))
 
 
+def _fill_aborted(sample: Any, policy: Any = None, trace_path: str | None = None) -> Any:
+    """slime's abort reached this episode: hand the sample back as slime's ABORTED, with no reward.
+
+    slime's ``generate_and_rm`` returns an aborted sample without calling the reward
+    model, and ``abort()`` discards the groups it waited for (``--partial-rollout`` is
+    refused), so nothing trains on it.  The tokens recorded so far stay, masked out.
+    """
+    ledger = policy.episode.ledger if policy is not None and policy.episode is not None else None
+    prompt_ids = list(ledger.prompt_ids) if ledger is not None else []
+    response_ids = list(ledger.response_ids) if ledger is not None else []
+    sample.rollout_id = sample.index
+    if prompt_ids:
+        sample.tokens = prompt_ids + response_ids
+        sample.response_length = len(response_ids)
+        sample.rollout_log_probs = list(ledger.log_probs)
+        sample.loss_mask = [0] * len(response_ids)
+    sample.remove_sample = True
+    sample.metadata = {
+        **(getattr(sample, "metadata", None) or {}),
+        "shopsim_scored": False,
+        "shopsim_aborted": True,
+        "shopsim_trace_path": trace_path,
+    }
+    sample.status = sample_status(sample, "ABORTED")
+    return sample
+
+
 def _fill_sample(sample: Any, ledger: Any, template: Any, result: Any) -> None:
     """Write the episode into slime's fields; unscored episodes become zero-loss placeholders."""
     prompt_ids = list(ledger.prompt_ids) if ledger is not None else []
@@ -258,6 +364,7 @@ def _fill_sample(sample: Any, ledger: Any, template: Any, result: Any) -> None:
         "shopsim_end_reason": result.end_reason,
         "shopsim_turns": result.turns,
         "shopsim_error": result.error,
+        "shopsim_aborted": False,
     }
     if result.scored:
         sample.reward = {**(result.reward_detail or {}), "reward": result.reward}

@@ -34,13 +34,14 @@ from shopsimrl.sampling.knobs import (
     validate_wave_knobs,
 )
 
-#: The five hook paths, by slime flag.
+#: The hook paths, by slime flag.
 HOOKS: Mapping[str, str] = {
     "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
     "--custom-reward-post-process-path": "shopsimrl.slime_runtime.normalize_grpo_by_prompt_and_rollout",
     "--custom-generate-function-path": "shopsimrl.slime_runtime.generate",
     "--rollout-all-samples-process-path": "shopsimrl.slime_metrics.record_generated_rollout_groups",
     "--custom-rollout-log-function-path": "shopsimrl.slime_metrics.enrich_rollout_metrics",
+    "--custom-eval-rollout-log-function-path": "shopsimrl.slime_metrics.drop_unscored_eval_episodes",
 }
 KNOB_VARIABLES = (
     "set with ROLLOUT_BATCH_SIZE, N_SAMPLES_PER_PROMPT, OVER_SAMPLING_BATCH_SIZE, GLOBAL_BATCH_SIZE, "

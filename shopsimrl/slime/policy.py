@@ -30,6 +30,7 @@ from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, 
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation, Task
+from shopsimrl.slime.abort import AbortFlag, never_aborted
 
 # Qwen3 / Hermes style: <tool_call>{"name": ..., "arguments": {...}}</tool_call>
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -39,7 +40,11 @@ _SENTINEL = "\u2063SHOPSIM_ASSISTANT_TURN\u2063"  # never produced by a model; o
 
 
 class SGLangError(RuntimeError):
-    """SGLang answered, but not with a usable generation (aborted, no logprobs...)."""
+    """SGLang answered, but not with a usable generation (no logprobs, more tokens than asked...)."""
+
+
+class SGLangAborted(SGLangError):
+    """The generation was aborted: SGLang answered ``finish_reason: abort``, or slime had started its abort."""
 
 
 def parse_hermes_tool_calls(text: str) -> tuple[tuple[ToolCall, ...], str | None]:
@@ -142,19 +147,37 @@ class SGLangSettings:
     sampling_params: dict[str, Any]  # slime's, per episode; max_new_tokens is the episode's response budget
     max_context_tokens: int | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    timeout: float = 600.0
+
+    @property
+    def response_budget(self) -> int:
+        """Response tokens of the whole episode, model and env alike (slime's ``rollout_max_response_len``)."""
+        return int(self.sampling_params["max_new_tokens"])
 
 
 class SGLangTokenPolicy:
-    """A :class:`~shopsimrl.agent.Policy` for one slime sample: one episode, one HTTP client."""
+    """A :class:`~shopsimrl.agent.Policy` for one slime sample: one episode.
+
+    The HTTP client is the caller's (one per process and event loop, see
+    :meth:`shopsimrl.slime.state.SlimeHookState.sglang_client`): building one per
+    episode costs tens of milliseconds of blocking work (TLS context, pools).
+    ``aborted`` is checked before every ``/generate``: once it returns True no new
+    request is sent and the turn raises :class:`SGLangAborted`.
+    """
 
     name = "slime-sglang"
 
-    def __init__(self, settings: SGLangSettings, template: ChatTemplate) -> None:
+    def __init__(
+        self,
+        settings: SGLangSettings,
+        template: ChatTemplate,
+        http: httpx.AsyncClient,
+        aborted: AbortFlag = never_aborted,
+    ) -> None:
         self.settings = settings
         self.template = template
         self.episode: SGLangTokenEpisode | None = None
-        self._http = httpx.AsyncClient(timeout=settings.timeout)
+        self.aborted = aborted
+        self._http = http
 
     def describe(self) -> dict[str, Any]:
         params = self.settings.sampling_params
@@ -165,9 +188,11 @@ class SGLangTokenPolicy:
         return self.episode
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        """Nothing to close: the HTTP client belongs to the hook state."""
 
     async def generate(self, input_ids: list[int], max_new_tokens: int) -> dict[str, Any]:
+        if self.aborted():
+            raise SGLangAborted("slime started its abort: no new /generate request is sent")
         payload = {
             "input_ids": input_ids,
             "sampling_params": {**self.settings.sampling_params, "max_new_tokens": max_new_tokens},
@@ -188,26 +213,31 @@ class SGLangTokenEpisode:
         self.messages: list[dict[str, Any]] = []  # the conversation, for traces and tests
         self._last_model_text = ""
         self._answer_as_tool = False
+        self.dropped_env_tokens = 0  # tokens of a last page left out because it did not fit the budget
 
     async def act(self, observation: Observation, feedback: TurnFeedback | None) -> PolicyTurn:
         template = self._policy.template
-        self._append_observation(observation, feedback)
+        if self.ledger is None:
+            self._start(observation)
+        elif not self._append_observation(observation, feedback):
+            # the page does not fit in the response budget: recording it would overshoot, so the
+            # episode ends here as generation_length (the response stays within the budget)
+            return self._budget_spent()
         ledger = self.ledger
         assert ledger is not None
-        settings = self._policy.settings
-        budget = int(settings.sampling_params["max_new_tokens"]) - len(ledger.response_ids)
-        if settings.max_context_tokens is not None:
-            budget = min(budget, settings.max_context_tokens - len(ledger.all_ids))
+        budget = self._room(0)
         if budget <= 0:  # the episode's token budget is spent: the loop ends it as generation_length
-            return PolicyTurn(text=None, finish_reason="length", prompt_tokens=len(ledger.all_ids), completion_tokens=0)
+            return self._budget_spent()
         output = await self._policy.generate(ledger.all_ids, budget)
         meta = output.get("meta_info") or {}
         finish = (meta.get("finish_reason") or {}).get("type")
         if finish == "abort":
-            raise SGLangError(f"SGLang aborted the generation: {meta.get('finish_reason')}")
+            raise SGLangAborted(f"SGLang aborted the generation: {meta.get('finish_reason')}")
         triples = meta.get("output_token_logprobs")
         if triples is None:
             raise SGLangError("SGLang returned no meta_info.output_token_logprobs (was return_logprob dropped?)")
+        if len(triples) > budget:
+            raise SGLangError(f"SGLang returned {len(triples)} tokens for max_new_tokens={budget}")
         ids = [int(t[1]) for t in triples]
         prompt_tokens = len(ledger.all_ids)
         ledger.add_model(ids, [float(t[0]) for t in triples])
@@ -223,18 +253,41 @@ class SGLangTokenEpisode:
             completion_tokens=len(ids),
         )
 
-    def _append_observation(self, observation: Observation, feedback: TurnFeedback | None) -> None:
+    def _room(self, extra: int) -> int:
+        """Tokens the model may still generate once ``extra`` more env tokens are recorded."""
+        ledger = self.ledger
+        assert ledger is not None
+        settings = self._policy.settings
+        room = settings.response_budget - len(ledger.response_ids) - extra
+        if settings.max_context_tokens is not None:
+            room = min(room, settings.max_context_tokens - len(ledger.all_ids) - extra)
+        return room
+
+    def _budget_spent(self) -> PolicyTurn:
+        ledger = self.ledger
+        assert ledger is not None
+        return PolicyTurn(text=None, finish_reason="length", prompt_tokens=len(ledger.all_ids), completion_tokens=0)
+
+    def _start(self, observation: Observation) -> None:
         template = self._policy.template
-        if self.ledger is None:
-            self.messages = [
-                {"role": "system", "content": self._policy.settings.system_prompt},
-                {"role": "user", "content": first_user_message(self._task, observation)},
-            ]
-            # The prompt is rendered once, so it declares every tool an episode may need (the
-            # per-page enum of click values is in each observation's text).
-            self.ledger = TokenLedger(template.encode(template.prompt(self.messages, all_tools())))
-            return
+        self.messages = [
+            {"role": "system", "content": self._policy.settings.system_prompt},
+            {"role": "user", "content": first_user_message(self._task, observation)},
+        ]
+        # The prompt is rendered once, so it declares every tool an episode may need (the
+        # per-page enum of click values is in each observation's text).
+        self.ledger = TokenLedger(template.encode(template.prompt(self.messages, all_tools())))
+
+    def _append_observation(self, observation: Observation, feedback: TurnFeedback | None) -> bool:
+        """Record the env's turn (loss mask 0) if the model still has a token left after it; else record nothing."""
+        template = self._policy.template
+        assert self.ledger is not None
         content = observation_message(observation, feedback)
         message = {"role": "tool" if self._answer_as_tool else "user", "content": content}
+        ids = template.encode(template.continuation(self._last_model_text, [message]))
+        if self._room(len(ids)) <= 0:
+            self.dropped_env_tokens = len(ids)
+            return False
         self.messages.append(message)
-        self.ledger.add_env(template.encode(template.continuation(self._last_model_text, [message])))
+        self.ledger.add_env(ids)
+        return True

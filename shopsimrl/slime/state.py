@@ -9,10 +9,18 @@ hook module's process:
 - the completed groups of the current step, handed from
   ``--rollout-all-samples-process-path`` to ``--custom-rollout-log-function-path``;
 - caches that are expensive to rebuild per call (the tokenizer, slime's filter class);
-- per event loop: one env client for all episodes, and the gate that keeps the episodes
-  running at once within the env server's slots (slime runs far more generate calls at
-  once, e.g. 32 groups x 8, than the server has slots; an excess reset would wait for a
-  slot, time out, and turn into a technical failure).
+- per event loop: one env client and one SGLang HTTP client for all episodes, the gate
+  that keeps the episodes running at once within the env server's slots (slime runs far
+  more generate calls at once, e.g. 32 groups x 8, than the server has slots; an excess
+  reset would wait for a slot, time out, and turn into a technical failure), and the
+  watch that carries slime's abort to every episode (``shopsimrl.slime.abort``);
+- the eval trace paths handed out so far (eval samples have no group index, and their
+  indices restart with every eval pass and dataset, so names must be claimed).
+
+The HTTP clients are closed by :meth:`SlimeHookState.close`, registered with
+``atexit`` when the first one is built: slime runs its rollout on a daemon thread's
+event loop that is still running when the interpreter exits, so the clients are closed
+on that loop.
 
 All of it sits in a single :class:`SlimeHookState`, created lazily by
 :func:`hook_state` and dropped by :func:`reset_hook_state` (tests, or a new run
@@ -24,6 +32,8 @@ rollout manager from another thread.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import logging
 import threading
 import weakref
 from collections.abc import Callable
@@ -31,9 +41,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupOutcome
+from shopsimrl.slime.abort import POLL_SECONDS, AbortFlag, AbortWatch, slime_abort_flag
+
+log = logging.getLogger(__name__)
 
 #: Builds the env client for one episode from slime's args (a seam for tests and in-process envs).
 EnvClientFactory = Callable[[Any], Any]
+#: Finds slime's abort flag from slime's args (a seam for custom rollout functions).
+AbortFlagFactory = Callable[[Any], AbortFlag]
+
+SGLANG_TIMEOUT_SECONDS = 600.0  # one /generate may decode thousands of tokens behind a long queue
+CLOSE_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass
@@ -46,6 +64,10 @@ class SlimeHookState:
     tokenizers: dict[str, Any] = field(default_factory=dict)  # hf_checkpoint -> tokenizer
     filter_output_cls: type | None = None
     env_client_factory: EnvClientFactory | None = None  # None: HttpEnvClient(args.shopsim_env_url)
+    abort_flag_factory: AbortFlagFactory = slime_abort_flag
+    abort_poll_seconds: float = POLL_SECONDS
+    claimed_trace_paths: set[str] = field(default_factory=set)
+    _close_registered: bool = False
     _loop_resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = field(
         default_factory=weakref.WeakKeyDictionary
     )
@@ -70,12 +92,81 @@ class SlimeHookState:
         """One env client per loop, shared by every episode (its connection pools are reused)."""
         if self.env_client_factory is not None:
             return self.env_client_factory(args)
+        return self._loop_client("env_client", lambda: build(args))
+
+    def sglang_client(self) -> Any:
+        """One ``httpx.AsyncClient`` per loop for every episode's ``/generate``, closed at shutdown."""
+        import httpx
+
+        return self._loop_client(
+            "sglang_client",
+            lambda: httpx.AsyncClient(
+                timeout=httpx.Timeout(SGLANG_TIMEOUT_SECONDS),
+                # episodes at once are bounded by the env-slot gate, not by the pool
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+            ),
+        )
+
+    def _loop_client(self, name: str, build: Callable[[], Any]) -> Any:
         resources = self._for_this_loop()
         with self.lock:
-            client = resources.get("env_client")
+            client = resources.get(name)
             if client is None:
-                client = resources["env_client"] = build(args)
+                client = resources[name] = build()
+                if not self._close_registered:
+                    atexit.register(self.close)
+                    self._close_registered = True
             return client
+
+    def abort_watch(self, args: Any) -> AbortWatch:
+        """The loop's watch on slime's abort flag (built on first use, from :attr:`abort_flag_factory`)."""
+        resources = self._for_this_loop()
+        with self.lock:
+            watch = resources.get("abort_watch")
+            if watch is None:
+                watch = resources["abort_watch"] = AbortWatch(self.abort_flag_factory(args), self.abort_poll_seconds)
+            return watch
+
+    def claim_trace_path(self, path: str) -> str:
+        """``path``, or ``path`` with ``-1``, ``-2``... if an earlier episode of this process has it."""
+        with self.lock:
+            stem, dot, suffix = path.rpartition(".")
+            candidate, n = path, 0
+            while candidate in self.claimed_trace_paths:
+                n += 1
+                candidate = f"{stem}-{n}.{suffix}" if dot else f"{path}-{n}"
+            self.claimed_trace_paths.add(candidate)
+            return candidate
+
+    async def aclose_loop_clients(self) -> None:
+        """Close the HTTP clients of the running loop (and forget them)."""
+        resources = self._for_this_loop()
+        with self.lock:
+            clients = [resources.pop(name) for name in ("sglang_client", "env_client") if name in resources]
+        for client in clients:
+            await client.aclose()
+
+    def close(self) -> None:
+        """Close every loop's HTTP clients, on their own loop; registered with ``atexit``."""
+        with self.lock:
+            loops = [loop for loop, res in self._loop_resources.items() if {"sglang_client", "env_client"} & res.keys()]
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop in loops:
+            if loop.is_closed():
+                continue
+            if loop is current:
+                raise RuntimeError("close() would block its own event loop: use `await aclose_loop_clients()`")
+            closing = self.aclose_loop_clients()
+            try:
+                if loop.is_running():
+                    asyncio.run_coroutine_threadsafe(closing, loop).result(CLOSE_TIMEOUT_SECONDS)
+                else:
+                    loop.run_until_complete(closing)
+            except Exception as exc:  # shutting down: report, never raise from atexit
+                log.warning("closing the slime hook's HTTP clients failed: %s: %s", type(exc).__name__, exc)
 
     def guard_for(self, limit: int, trace_dir: str | None) -> ConsecutiveFailureGuard:
         """The streak guard; rebuilt (streak reset) only if the limit or trace dir changed."""

@@ -1,46 +1,19 @@
 """Fixtures for the slime adapter tests: a slime-shaped Sample, args, and a clean hook state.
 
-``SlimeSample`` has slime's ``Sample`` field names (``slime/utils/types.py``) and its
-nested ``Status`` enum, so the hooks treat it exactly as slime's own class.
+``SlimeSample`` is the test double of slime's ``Sample`` (``tests/slime_double.py``): slime's
+field names (``slime/utils/types.py``) and its nested ``Status`` enum, so the hooks treat it
+exactly as slime's own class.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from slime_double import Sample as SlimeSample
 
 from shopsimrl.slime.state import reset_hook_state
-
-
-@dataclass
-class SlimeSample:
-    class Status(enum.Enum):
-        PENDING = "pending"
-        COMPLETED = "completed"
-        TRUNCATED = "truncated"
-        ABORTED = "aborted"
-        FAILED = "failed"
-
-    group_index: int | None = None
-    index: int | None = None
-    rollout_id: Any = None
-    prompt: Any = ""
-    tokens: list[int] = field(default_factory=list)
-    response: str = ""
-    response_length: int = 0
-    reward: Any = None
-    loss_mask: list[int] | None = None
-    rollout_log_probs: list[float] | None = None
-    remove_sample: bool = False
-    status: Status = Status.PENDING
-    metadata: dict = field(default_factory=dict)
-
-    def get_reward_value(self, args: Any) -> Any:  # slime's accessor, same semantics
-        return self.reward if not args.reward_key else self.reward[args.reward_key]
 
 
 def scored(group_index: int, index: int, reward: float, *, success: float | None = None, rollout_id: Any = None) -> SlimeSample:

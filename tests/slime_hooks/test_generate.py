@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import uvicorn
 from agent.fakes import TASK, FakeEnv, observation
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
+from scripted_sglang import END, build_tokenizer, serving
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 from shopsimrl.env.pages import all_tools
@@ -47,9 +42,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
-END = "<|im_end|>"
 
 
 def tool_call(name: str, **arguments: Any) -> str:
@@ -63,21 +55,7 @@ WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", val
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
     corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "product"))]
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.train_from_iterator(
-        corpus,
-        trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                            show_progress=False),
-    )
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=END, pad_token="<|endoftext|>",
-                                        additional_special_tokens=SPECIAL[1:])
-    tokenizer.add_tokens(ADDED)
-    tokenizer.chat_template = CHAT_TEMPLATE
-    path = tmp_path_factory.mktemp("tokenizer")
-    tokenizer.save_pretrained(path)
-    return path
+    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"), corpus, CHAT_TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +86,9 @@ class FakeSGLang:
         if finish == "stop":
             text += END
         ids = self.tokenizer.encode(text, add_special_tokens=False)
+        limit = body["sampling_params"]["max_new_tokens"]
+        if len(ids) > limit:  # SGLang stops at max_new_tokens
+            ids, finish = ids[:limit], "length"
         logprobs = []
         for _ in ids:
             self._logprob += 1
@@ -124,20 +105,9 @@ class FakeSGLang:
 @pytest.fixture(scope="module")
 def sglang(tokenizer):
     fake = FakeSGLang(tokenizer)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the fake SGLang server did not start"
-        time.sleep(0.02)
-    fake.port = port
-    yield fake
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(fake.app) as port:
+        fake.port = port
+        yield fake
 
 
 @pytest.fixture
@@ -259,6 +229,40 @@ async def test_spent_budget_ends_the_episode_without_another_request(kit, sglang
     await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params(max_new_tokens=first + 3))
     assert len(sglang.requests) == 1  # the tool turn alone exceeds the 3 tokens left
     assert sample.metadata["shopsim_end_reason"] == "generation_length"
+    assert sample.response_length == first  # the page that did not fit is not recorded
+    assert sample.loss_mask == [1] * first
+
+
+def page_tokens(tokenizer, page: str, first_reply: str) -> int:
+    """Tokens the template adds after the first model turn: the rest of its turn, the page, the next header."""
+    from shopsimrl.slime.policy import ChatTemplate
+
+    template = ChatTemplate(tokenizer)
+    content = observation(page).text
+    return len(template.encode(template.continuation(first_reply + END, [{"role": "tool", "content": content}])))
+
+
+@pytest.mark.parametrize("slack", [-1, 0, 1, 2, 40])
+async def test_the_response_never_exceeds_the_token_budget(kit, sglang, tokenizer, tokenizer_dir, tmp_path, env, slack):
+    """Budgets around the first page's end: the page is recorded only if the model keeps a token after it."""
+    first = len(tokenizer.encode(WINNING[0] + END, add_special_tokens=False))
+    page = page_tokens(tokenizer, "results", WINNING[0])
+    budget = first + page + slack
+    sglang.reset([(text, "stop") for text in WINNING])
+    sample = new_sample(kit)
+    await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params(max_new_tokens=budget))
+    assert sample.response_length <= budget
+    assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length
+    if slack <= 0:  # no token left for the model after the page: the page is not recorded, the episode ends
+        assert sample.response_length == first and len(sglang.requests) == 1
+        assert sample.metadata["shopsim_end_reason"] == "generation_length"
+        assert sample.status is kit.Sample.Status.TRUNCATED
+    else:  # the model gets exactly the tokens left; the next page (if any) must fit in turn
+        assert sglang.requests[1]["sampling_params"]["max_new_tokens"] == slack
+        second = len(sglang.replies[1][0])
+        assert sample.response_length == first + page + second
+        if second == slack:  # cut by the budget
+            assert sample.status is kit.Sample.Status.TRUNCATED and len(sglang.requests) == 2
 
 
 @pytest.mark.parametrize("failure", ["env", "sglang"])

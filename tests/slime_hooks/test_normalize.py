@@ -81,3 +81,49 @@ def test_missing_reward_is_an_error_not_a_zero(kit):
     sample.reward = None
     with pytest.raises(ValueError, match="no finite reward"):
         normalize_grpo_by_prompt_and_rollout(kit.args(), [sample, kit.scored(0, 1, 0.0)])
+
+
+# --advantage-estimator choices in slime/utils/arguments.py
+SLIME_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")
+
+
+def slime_default_post_process(args, rewards: list[float]) -> list[float]:
+    """slime's RolloutManager._post_process_rewards (slime/ray/rollout.py), restated in plain Python.
+
+    Centers per chunk of n_samples_per_prompt for grpo / gspo / cispo / reinforce_plus_plus_baseline
+    when rewards_normalization; divides by (unbiased std + 1e-6) for grpo / gspo / cispo when
+    grpo_std_normalization; other estimators get the raw rewards.
+    """
+    if args.advantage_estimator not in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline") or not args.rewards_normalization:
+        return list(rewards)
+    n = args.n_samples_per_prompt
+    out = []
+    for start in range(0, len(rewards), n):
+        chunk = rewards[start : start + n]
+        mean = sum(chunk) / len(chunk)
+        centered = [r - mean for r in chunk]
+        if args.advantage_estimator in ("grpo", "gspo", "cispo") and args.grpo_std_normalization:
+            std = math.sqrt(sum(c * c for c in centered) / (len(chunk) - 1))
+            centered = [c / (std + 1e-6) for c in centered]
+        out += centered
+    return out
+
+
+@pytest.mark.parametrize("estimator", SLIME_ESTIMATORS)
+@pytest.mark.parametrize(("normalization", "std"), [(True, True), (True, False), (False, True)])
+def test_every_estimator_matches_slimes_default_on_flat_groups(kit, estimator, normalization, std):
+    """One segment per rollout, groups in order: exactly what slime's own post-process computes."""
+    rewards = [1.0, 0.0, 0.5, 0.0, 0.2, 0.2, 1.0, 0.7, 0.0, 0.0, 0.0, 1.0]
+    samples = [kit.scored(i // 4, i, r) for i, r in enumerate(rewards)]
+    args = kit.args(advantage_estimator=estimator, rewards_normalization=normalization, grpo_std_normalization=std,
+                    n_samples_per_prompt=4)
+    raw, adv = normalize_grpo_by_prompt_and_rollout(args, samples)
+    assert raw == rewards
+    assert adv == pytest.approx(slime_default_post_process(args, rewards), abs=1e-9)
+
+
+def test_cispo_is_std_normalized_not_raw(kit):
+    samples = [kit.scored(0, i, r) for i, r in enumerate([1.0, 0.0, 0.0, 0.0])]
+    _, adv = normalize_grpo_by_prompt_and_rollout(kit.args(advantage_estimator="cispo"), samples)
+    assert adv == pytest.approx(grpo_advantages([0, 1, 2, 3], [1.0, 0.0, 0.0, 0.0]))
+    assert adv != [1.0, 0.0, 0.0, 0.0]

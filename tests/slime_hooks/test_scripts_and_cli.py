@@ -36,6 +36,7 @@ SLIME_SIGNATURES = {
     "--custom-generate-function-path": ["args", "sample", "sampling_params", "evaluation"],
     "--rollout-all-samples-process-path": ["args", "all_samples", "data_source"],
     "--custom-rollout-log-function-path": ["rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time"],
+    "--custom-eval-rollout-log-function-path": ["rollout_id", "args", "data", "extra_metrics"],
 }
 
 
