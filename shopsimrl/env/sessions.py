@@ -4,8 +4,11 @@ The env holds a fixed number of slots (the concurrency it promises to serve).
 ``acquire`` takes a free slot, waiting up to a timeout, and hands out a lease: an
 unguessable id that names the episode until ``release``.  A lease id that is
 unknown, released or expired is a conflict and never touches another lease's
-slot.  Leases idle for longer than ``idle_timeout`` are reclaimed when someone is
-waiting for a slot, so a crashed caller cannot hold slots forever.
+slot.  A lease idle for longer than ``idle_timeout`` (no reset, step or terminate
+on it; a call in progress counts as use) is reclaimed the next time anyone
+acquires a slot or reads the counters, so a client that vanished holds its slots
+for a bounded time.  ``acquire`` can be abandoned: a waiter whose ``cancelled``
+event is set (its HTTP client went away) gives up instead of taking a slot.
 """
 
 from __future__ import annotations
@@ -20,6 +23,14 @@ from shopsimrl.env.types import EnvError, LeaseConflictError, NoFreeSlotError
 
 T = TypeVar("T")
 
+DEFAULT_IDLE_TIMEOUT = 300.0  # seconds a lease may sit unused before the pool reclaims it
+
+
+class AcquireAbandoned(EnvError):
+    """The caller of a waiting ``acquire`` went away: no slot was taken."""
+
+    code = "client_gone"
+
 
 @dataclass
 class Lease(Generic[T]):
@@ -29,12 +40,15 @@ class Lease(Generic[T]):
     lock: threading.Lock = field(default_factory=threading.Lock)  # serializes this lease's steps
     last_used: float = field(default_factory=time.monotonic)
     released: bool = False
+    last_reply: tuple[str, object] | None = None  # (request id, result) of the last step: retries get it again
 
 
 class SlotPool(Generic[T]):
-    def __init__(self, slots: int, *, idle_timeout: float | None = 1800.0) -> None:
+    def __init__(self, slots: int, *, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
         if slots < 1:
             raise ValueError("slots must be >= 1")
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be > 0 seconds (or None), got {idle_timeout}")
         self.slots = slots
         self.idle_timeout = idle_timeout
         self._cond = threading.Condition()
@@ -49,13 +63,25 @@ class SlotPool(Generic[T]):
             self._closed = True
             self._cond.notify_all()
 
-    def acquire(self, episode: T, timeout: float) -> Lease[T]:
-        """Lease a free slot for ``episode``, waiting up to ``timeout`` seconds."""
+    def wake(self) -> None:
+        """Wake every waiting ``acquire`` so it re-checks its ``cancelled`` event."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def acquire(self, episode: T, timeout: float, cancelled: threading.Event | None = None) -> Lease[T]:
+        """Lease a free slot for ``episode``, waiting up to ``timeout`` seconds.
+
+        Raises :class:`AcquireAbandoned` (no slot taken) once ``cancelled`` is set;
+        whoever sets it calls :meth:`wake`.
+        """
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
-            while not self._free or self._closed:
+            self._reclaim_idle()
+            while not self._free or self._closed or (cancelled is not None and cancelled.is_set()):
                 if self._closed:
                     raise EnvError("the environment is closing; no new episodes", code="env_closed")
+                if cancelled is not None and cancelled.is_set():
+                    raise AcquireAbandoned("the client went away while waiting for a slot")
                 self._reclaim_idle()
                 if self._free:
                     break
@@ -99,5 +125,6 @@ class SlotPool(Generic[T]):
 
     def counters(self) -> dict[str, int]:
         with self._cond:
+            self._reclaim_idle()
             return {"slots": self.slots, "free_slots": len(self._free), "leased": len(self._leases),
                     "expired": self.expired}
