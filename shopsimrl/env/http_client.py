@@ -1,7 +1,7 @@
 """HttpEnvClient: the EnvClient interface over the env server's HTTP API.
 
 Connections.  Idle connections are kept ``KEEPALIVE_EXPIRY`` (30 s), well below
-the server's keep-alive (75 s, ``shopsimrl.env.server.KEEP_ALIVE``): a
+the server's keep-alive (75 s, ``shopsimrl.env.core.KEEP_ALIVE``): a
 connection the server may be about to close is never reused, so a policy that
 thinks for seconds between steps does not send into a closing socket.
 
@@ -118,7 +118,9 @@ class HttpEnvClient:
         except ValueError:
             body = None
         if response.status_code >= 400:
-            raise wire.error_from_body(response.status_code, body)
+            error = wire.error_from_body(response.status_code, body)
+            error.after_retry = attempt > 0  # type: ignore[attr-defined]  # an earlier attempt may have acted
+            raise error
         if body is None:
             raise EnvError(f"{method} {path}: response is not JSON", code="bad_response")
         return body
@@ -154,8 +156,8 @@ class HttpEnvClient:
             try:
                 await self._request("POST", "/release", json={"lease_id": lease_id})
                 return
-            except LeaseConflictError:
-                if attempt:
+            except LeaseConflictError as exc:
+                if attempt or getattr(exc, "after_retry", False):
                     return
                 raise
             except EnvError as exc:

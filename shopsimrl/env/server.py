@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shopsimrl.env import wire
-from shopsimrl.env.core import ShopSimEnv
+from shopsimrl.env.core import KEEP_ALIVE, ShopSimEnv
 from shopsimrl.env.sessions import AcquireAbandoned
 from shopsimrl.env.types import EnvError
 
@@ -42,7 +42,6 @@ MAX_ACTION_CHARS = 8192  # beyond this a body is malformed (422); queries over 5
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step body is a few KiB at most
 MAX_HEADER_BYTES = 64 << 10  # 64 KiB of request line + headers
 BODY_TIMEOUT = 10.0  # seconds for a whole request body to arrive
-KEEP_ALIVE = 75  # seconds an idle connection stays open (HttpEnvClient keeps its own 30 s)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
