@@ -71,6 +71,7 @@ class HttpEnvClient:
         self.retry_backoff = retry_backoff
         self.slot_timeout = slot_timeout
         self.release_deadline = release_deadline
+        self._release_by: float | None = None  # set by hurry(): every release gives up by then
         per_shard = max(1, -(-max_connections // max(1, shards)))
         limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
                               keepalive_expiry=keepalive_expiry)
@@ -150,11 +151,13 @@ class HttpEnvClient:
         means an earlier attempt went through, or the server reclaimed the lease: released either way.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.release_deadline
+        own_deadline = loop.time() + self.release_deadline
         attempt = 0
         while True:
+            deadline = min(own_deadline, self._release_by or own_deadline)
             try:
-                await self._request("POST", "/release", json={"lease_id": lease_id})
+                await self._request("POST", "/release", json={"lease_id": lease_id},
+                                    timeout=max(0.05, min(self.timeout, deadline - loop.time())))
                 return
             except LeaseConflictError as exc:
                 if attempt or getattr(exc, "after_retry", False):
@@ -170,6 +173,11 @@ class HttpEnvClient:
                     raise EnvUnavailableError(f"release not confirmed within {self.release_deadline:g}s: "
                                               f"{exc}") from exc
                 await asyncio.sleep(pause)
+
+    def hurry(self, seconds: float) -> None:
+        """Shutting down: every release, running or to come, gives up within ``seconds`` from now."""
+        by = asyncio.get_running_loop().time() + seconds
+        self._release_by = by if self._release_by is None else min(self._release_by, by)
 
     async def list_tasks(self, split: str) -> list[str]:
         body = await self._request("GET", "/tasks", params={"split": split})

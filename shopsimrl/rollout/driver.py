@@ -35,6 +35,8 @@ from shopsimrl.rollout.report import StepReport, step_metrics
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import (
     DROP_REASONS,
+    REASON_TECHNICAL,
+    REASON_ZERO_STD,
     ConsecutiveFailureGuard,
     Decision,
     SamplingKnobs,
@@ -84,8 +86,20 @@ class CompletionQueue(Generic[K, T]):
         self._pending.clear()
         undelivered = []
         while not self._done.empty():
-            undelivered.append(self._done.get_nowait()[0])
+            key, task = self._done.get_nowait()
+            task.exception()  # retrieved: a failure of a task nobody judged is not logged as never retrieved
+            undelivered.append(key)
         return cancelled, undelivered
+
+
+def _results(batch: list[tuple[int, asyncio.Task[GroupRun]]]) -> list[GroupRun]:
+    """Every task's result; if some raised (an output that could not be written), every exception is
+    retrieved (asyncio logs none as never retrieved) and the first is raised."""
+    errors = [task.exception() for _key, task in batch]
+    for error in errors:
+        if error is not None:
+            raise error
+    return [task.result() for _key, task in batch]
 
 
 @dataclass
@@ -173,7 +187,7 @@ class StepDriver:
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> StepReport:
         ctx = self.ctx
-        ctx.guard.trace_dir = str(self.paths.traces)
+        ctx.guard.trace_dir = str(self.paths.root)  # the step folder: traces/ and triage/ are both in it
         ctx.sampler.begin_step()
         self._t0 = ctx.clock()
         observer = ctx.observer
@@ -187,13 +201,21 @@ class StepDriver:
                     batch = await self.completions.next_batch()
                     now = self._now()
                     self.batches += 1
-                    self._decide(now, [task.result() for _key, task in batch])
+                    self._decide(now, _results(batch))
                     self._submit(now)
                     if observer:
                         observer.progressed(self.progress)
             except TooManyTechnicalFailures as exc:
                 self._event(self._now(), "stopped", reason="too_many_technical_failures", message=str(exc),
-                            groups=exc.groups)
+                            groups=[int(g) for g in exc.groups])
+                raise
+            except asyncio.CancelledError as exc:  # interrupted (SIGINT / SIGTERM) or cancelled by the caller
+                self._event(self._now(), "stopped", reason="interrupted",
+                            signal=str(exc.args[0]) if exc.args and exc.args[0] else None)
+                raise
+            except OSError as exc:  # an output could not be written (disk full, ...): the step is incomplete
+                self._event(self._now(), "stopped", reason="write_failed", errno=exc.errno,
+                            message=f"{type(exc).__name__}: {exc}")
                 raise
             finally:
                 await self._abort()
@@ -256,7 +278,39 @@ class StepDriver:
             append_failure_queue(self.ctx.paths, group, step=self.step)
 
     def _decide(self, now: float, finished: list[GroupRun]) -> None:
-        decisions = self.controller.complete_batch([(g.index, g.verdict) for g in finished])  # type: ignore[misc]
+        try:
+            decisions = self.controller.complete_batch([(g.index, g.verdict) for g in finished])  # type: ignore[misc]
+        except TooManyTechnicalFailures as exc:
+            self._decisions_before_stop(now, finished, exc)
+            raise
+        self._log_decisions(now, decisions)
+
+    def _decisions_before_stop(self, now: float, finished: list[GroupRun], exc: TooManyTechnicalFailures) -> None:
+        """The stop fired inside a batch: log the decisions the controller took before it, and the
+        trigger itself (a technical group, dropped; it stopped the run)."""
+        c = self.controller
+        trigger = int(exc.groups[-1])
+        placed = {**{i: (Decision.DROPPED, r) for r, ids in c.dropped.items() for i in ids},
+                  **{i: (Decision.ACCEPTED, None) for i in c.kept},
+                  **{i: (Decision.FALLBACK, REASON_ZERO_STD) for i in c.fallback},
+                  **{i: (Decision.SURPLUS, None) for i in c.surplus}}
+        for group in sorted(finished, key=lambda g: g.index):
+            if group.index == trigger:
+                self.decisions[group.index] = Decision.DROPPED.value
+                self._event(now, "decision", batch=self.batches, task_id=group.task_id,
+                            classification=group.classification, index=group.index, wave=group.wave,
+                            verdict=group.verdict.value if group.verdict else None,
+                            decision=Decision.DROPPED.value, reason=REASON_TECHNICAL,
+                            remaining=c.remaining, kept=len(c.kept), stopped_run=True)
+                break
+            decision, reason = placed[group.index]
+            self.decisions[group.index] = decision.value
+            self._event(now, "decision", batch=self.batches, task_id=group.task_id,
+                        classification=group.classification, index=group.index, wave=group.wave,
+                        verdict=group.verdict.value if group.verdict else None, decision=decision.value,
+                        reason=reason, remaining=c.remaining, kept=len(c.kept))
+
+    def _log_decisions(self, now: float, decisions: list[Any]) -> None:
         for d in decisions:
             group = self.groups[d.index]
             stats = self.waves[d.wave]
