@@ -299,7 +299,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_steps}
         try:
             paths = prepare_run_dir(args.out, name, overwrite=args.overwrite)
-        except RunDirError as exc:
+        except (RunDirError, OSError) as exc:
             _stderr(f"shopsimrl rollout: refused: {exc}")
             return EXIT_REFUSED
         if args.wandb:
