@@ -76,7 +76,9 @@ async def _sessions(url: str, sessions: int) -> dict[str, Any]:
     errors: list[str] = []
     step_seconds: list[float] = []
     session_seconds: list[float] = []
-    async with HttpEnvClient(url, slot_timeout=300.0) as client:
+    # a connection per session: a reset waiting for a slot holds its connection, and the steps of the
+    # sessions that hold the slots must not queue behind those waits for a connection
+    async with HttpEnvClient(url, slot_timeout=300.0, max_connections=sessions + 64) as client:
         tasks = await client.list_tasks("train")
 
         async def session(i: int) -> None:
