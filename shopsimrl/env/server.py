@@ -9,7 +9,7 @@ including FastAPI's own validation errors, is ``{"error": {"code", "message"}}``
 Limits (:class:`RequestLimits`, in front of everything): a body over
 ``MAX_BODY_BYTES`` is answered 413 from its Content-Length before any of it is
 read (a chunked body is cut off at the limit); headers over ``MAX_HEADER_BYTES``
-get 431; a body that does not arrive within ``BODY_TIMEOUT`` seconds gets 408 and
+get 431 (cut off while they arrive: :func:`bounded_header_protocol`); a body that does not arrive within ``BODY_TIMEOUT`` seconds gets 408 and
 the connection is closed.  Idle keep-alive connections stay open ``KEEP_ALIVE``
 seconds, far longer than :class:`~shopsimrl.env.http_client.HttpEnvClient` keeps
 them, so the client never sends into a connection the server is closing.
@@ -112,6 +112,41 @@ class RequestLimits:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+def bounded_header_protocol(max_headers: int = MAX_HEADER_BYTES) -> type:
+    """uvicorn's httptools protocol, refusing (431, connection closed) a request whose headers go on
+    past ``max_headers`` bytes *while they arrive*: the parser never buffers more than that plus one
+    socket read (httptools itself has no limit; a 50 MB header used to be read whole)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    body = json.dumps(wire.error_body("headers_too_large", f"request headers exceed {max_headers} bytes")).encode()
+    reply = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+             b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    class BoundedHeaders(HttpToolsProtocol):  # type: ignore[misc]
+        _in_headers = True  # the first request's headers start with the first byte
+        _header_bytes = 0
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._in_headers, self._header_bytes = True, 0
+
+        def on_headers_complete(self) -> None:
+            self._in_headers = False
+            super().on_headers_complete()
+
+        def data_received(self, data: bytes) -> None:
+            if self._in_headers:
+                if self._header_bytes > max_headers:
+                    if not self.transport.is_closing():
+                        self.transport.write(reply)
+                        self.transport.close()
+                    return
+                self._header_bytes += len(data)
+            super().data_received(data)
+
+    return BoundedHeaders
 
 
 async def _refuse(send: Send, status: int, code: str, message: str) -> None:
@@ -252,7 +287,8 @@ def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_lev
     import uvicorn
 
     uvicorn.run(create_app(env, **limits), host=host, port=port, log_level=log_level, access_log=False,
-                timeout_keep_alive=keep_alive)
+                timeout_keep_alive=keep_alive,
+                http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
 
 
 class ServerThread:
@@ -266,7 +302,8 @@ class ServerThread:
         import uvicorn
 
         config = uvicorn.Config(create_app(env, **limits), host=host, port=port, log_level=log_level,
-                                access_log=False, lifespan="off", timeout_keep_alive=keep_alive)
+                                access_log=False, lifespan="off", timeout_keep_alive=keep_alive,
+                                http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="shopsim-server", daemon=True)
         self.host = host

@@ -308,3 +308,24 @@ def test_a_body_that_never_arrives_is_refused_408(small_db: Path) -> None:
         reply = _raw_http(srv.url, head + b'{"lease_id"')  # 11 of 100 bytes, then silence
         assert reply.startswith(b"HTTP/1.1 408") and b"body_timeout" in reply
     env.close()
+
+
+def test_endless_headers_are_cut_off_while_they_arrive(server: tuple[ShopSimEnv, str]) -> None:
+    _env, url = server
+    reply = _raw_http(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (8 << 20))  # never ends
+    assert reply.startswith(b"HTTP/1.1 431") and b"headers_too_large" in reply
+
+
+async def test_an_idle_lease_is_reclaimed_after_the_ttl(small_db: Path) -> None:
+    env = ShopSimEnv(small_db, slots=2, idle_timeout=0.3)
+    with ServerThread(env) as srv:
+        async with HttpEnvClient(srv.url) as client:
+            start = await client.reset(env.list_tasks("train")[0])
+            assert (await client.healthz())["leased"] == 1
+            await asyncio.sleep(0.5)  # the client vanished: nobody steps or releases
+            health = await client.healthz()
+            assert health["leased"] == 0 and health["free_slots"] == 2
+            with pytest.raises(LeaseConflictError):
+                await client.step(start.lease_id, "search[x]")
+            assert env.counters()["expired"] == 1
+    env.close()
