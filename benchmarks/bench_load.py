@@ -5,6 +5,9 @@
    afterwards, and the p50/p99 of step latency and of a whole session (slot wait included).
 2. Oversized bodies: while clients keep POSTing bodies announced as 200 MB, how fast
    ``/healthz`` answers (p50/p99), against the same probe on an idle server.
+3. Idle gaps: 64 episodes x 5 steps, 4.99 s between steps (a model's pace), with the
+   defaults (server keep-alive 75 s, client 30 s, retries) and with the settings this
+   replaced (both 5 s, no retry): technical failures and leaked slots of each.
 
 ``python -m benchmarks.bench_load [--quick]`` writes ``benchmarks/results/load.json``.
 """
@@ -41,14 +44,14 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 class _Server:
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         build_catalog(PRODUCTS, 0)
         self.proc = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", "env", "serve", "--port", str(self.port),
-                                      "--products", str(PRODUCTS), "--slots", str(SLOTS)],
+                                      "--products", str(PRODUCTS), "--slots", str(SLOTS), *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -143,6 +146,51 @@ async def _healthz_probe(url: str, seconds: float, *, abusers: int) -> dict[str,
             "probes": len(latencies), "oversized_bodies_refused_413": refused}
 
 
+async def _idle_gaps(url: str, *, episodes: int, pause: float, **client_options: Any) -> dict[str, Any]:
+    failures: list[str] = []
+    async with HttpEnvClient(url, **client_options) as client:
+        tasks = await client.list_tasks("train")
+
+        async def episode(i: int) -> None:
+            lease = None
+            try:
+                lease = (await client.reset(tasks[i % len(tasks)])).lease_id
+                for turn in range(5):
+                    await asyncio.sleep(pause)
+                    await client.step(lease, "search[shoes]" if turn == 0 else "click[back to search]")
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                if lease is not None:
+                    try:
+                        await client.release(lease)
+                    except Exception as exc:
+                        failures.append(f"release: {type(exc).__name__}: {exc}")
+
+        await asyncio.gather(*(episode(i) for i in range(episodes)))
+    return {"episodes": episodes, "steps_per_episode": 5, "seconds_between_steps": pause,
+            "technical_failures": len(failures), "failure_samples": failures[:2]}
+
+
+def _idle_gap_runs(episodes: int) -> dict[str, Any]:
+    runs: dict[str, Any] = {}
+    for label, server_args, options in (
+        ("defaults_keepalive_75s_client_30s_retries", (), {}),
+        ("old_keepalive_5s_client_5s_no_retries", ("--keep-alive", "5"), {"keepalive_expiry": 5.0,
+                                                                          "connect_retries": 0}),
+    ):
+        server = _Server(*server_args)
+        try:
+            result = asyncio.run(_idle_gaps(server.url, episodes=episodes, pause=4.99, **options))
+            result["leaked_slots"] = int(server.health()["leased"])
+        finally:
+            server.stop()
+        print(f"  idle gaps, {label}: {result['technical_failures']} failures, {result['leaked_slots']} leaked",
+              flush=True)
+        runs[label] = result
+    return runs
+
+
 def main(quick: bool = False) -> dict[str, Any]:
     sessions, repeats = (200, 2) if quick else (1000, 5)
     server = _Server()
@@ -160,6 +208,7 @@ def main(quick: bool = False) -> dict[str, Any]:
         abused = asyncio.run(_healthz_probe(server.url, 3.0 if quick else 10.0, abusers=8))
     finally:
         server.stop()
+    gaps = _idle_gap_runs(16 if quick else 64)
     results = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
@@ -174,6 +223,7 @@ def main(quick: bool = False) -> dict[str, Any]:
                      "session_p99_s_median": sorted(r["session_p99_s"] for r in runs)[len(runs) // 2],
                      "runs": runs},
         "oversized_bodies": {"idle": idle, "under_abuse_8_clients": abused},
+        "idle_gaps": gaps,
     }
     atomic_write_json(RESULTS, results)
     return results

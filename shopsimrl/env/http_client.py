@@ -64,6 +64,9 @@ class HttpEnvClient:
         """``timeout``: seconds per request.  ``slot_timeout``: how long the server may wait for a free
         slot in reset (None: its default); the reset request's read timeout is widened by that wait.
         ``connect_retries``: retries of a request that failed before any reply (see the module doc).
+        ``max_connections``: a reset waiting for a slot holds its connection, so a caller running more
+        sessions than the server has slots needs about one connection per session (the rollout never
+        does: it runs at most as many episodes as there are free slots).
         """
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout

@@ -39,6 +39,7 @@ from shopsimrl.sampling import (
     REASON_ZERO_STD,
     ConsecutiveFailureGuard,
     Decision,
+    GroupDecision,
     SamplingKnobs,
     TooManyTechnicalFailures,
     WaveController,
@@ -286,29 +287,24 @@ class StepDriver:
         self._log_decisions(now, decisions)
 
     def _decisions_before_stop(self, now: float, finished: list[GroupRun], exc: TooManyTechnicalFailures) -> None:
-        """The stop fired inside a batch: log the decisions the controller took before it, and the
-        trigger itself (a technical group, dropped; it stopped the run)."""
+        """The stop fired inside a batch: log the decisions the controller took before it, then the
+        trigger itself (a technical group, dropped; ``stopped_run``).  ``remaining`` and ``kept`` are
+        the controller's values at the stop."""
         c = self.controller
         trigger = int(exc.groups[-1])
         placed = {**{i: (Decision.DROPPED, r) for r, ids in c.dropped.items() for i in ids},
                   **{i: (Decision.ACCEPTED, None) for i in c.kept},
                   **{i: (Decision.FALLBACK, REASON_ZERO_STD) for i in c.fallback},
                   **{i: (Decision.SURPLUS, None) for i in c.surplus}}
+        decided = []
         for group in sorted(finished, key=lambda g: g.index):
+            decision, reason = (Decision.DROPPED, REASON_TECHNICAL) if group.index == trigger else placed[group.index]
+            decided.append(GroupDecision(group.index, c.wave_of(group.index), group.verdict, decision, reason,
+                                         c.remaining, len(c.kept)))
             if group.index == trigger:
-                self.decisions[group.index] = Decision.DROPPED.value
-                self._event(now, "decision", batch=self.batches, task_id=group.task_id,
-                            classification=group.classification, index=group.index, wave=group.wave,
-                            verdict=group.verdict.value if group.verdict else None,
-                            decision=Decision.DROPPED.value, reason=REASON_TECHNICAL,
-                            remaining=c.remaining, kept=len(c.kept), stopped_run=True)
                 break
-            decision, reason = placed[group.index]
-            self.decisions[group.index] = decision.value
-            self._event(now, "decision", batch=self.batches, task_id=group.task_id,
-                        classification=group.classification, index=group.index, wave=group.wave,
-                        verdict=group.verdict.value if group.verdict else None, decision=decision.value,
-                        reason=reason, remaining=c.remaining, kept=len(c.kept))
+        self._log_decisions(now, decided)
+        self.events[-1]["stopped_run"] = True
 
     def _log_decisions(self, now: float, decisions: list[Any]) -> None:
         for d in decisions:

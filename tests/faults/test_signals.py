@@ -55,3 +55,16 @@ def test_a_vanished_client_s_leases_are_reclaimed_after_the_lease_ttl(servers, f
     run.wait(timeout=10)
     wait_for(lambda: server.leased() == 0, 15, "the server to reclaim the dead client's leases")
     assert server.health()["free_slots"] == 48
+
+
+def test_sigint_of_an_in_process_run_exits_130_with_whole_files(fault_cache, rollouts, tmp_path):
+    run = Rollout(tmp_path, "inproc", "--steps", "50", "--episode-concurrency", "32", turn_seconds=0.2,
+                  cache=fault_cache)
+    rollouts.append(run)
+    step = wait_for(run.mid_step, 60, "a step under way")
+    run.signal(signal.SIGINT)
+    assert run.wait(timeout=30) == 130
+    assert "interrupted by SIGINT" in run.stderr and "Traceback" not in run.stderr
+    events = [json.loads(line) for line in (step / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events][-2:] == ["stopped", "abort"]
+    check_files_whole(run.root)
