@@ -8,8 +8,7 @@ import time
 from typing import Any
 
 from shopsimrl.env.build import DEFAULT_PRODUCTS, DEFAULT_SEED, MAX_PRODUCTS, ProgressFn
-from shopsimrl.env.core import KEEP_ALIVE
-from shopsimrl.env.sessions import DEFAULT_IDLE_TIMEOUT
+from shopsimrl.env.sessions import DEFAULT_IDLE_TIMEOUT, KEEP_ALIVE
 
 _STAGES = {"products": "products", "index": "search index", "tasks": "tasks (verified by search)"}
 

@@ -44,7 +44,6 @@ from shopsimrl.env.types import (
 DEFAULT_SLOTS = 48
 DEFAULT_ACTION_LIMIT = 30
 DEFAULT_RESET_TIMEOUT = 30.0
-KEEP_ALIVE = 75  # seconds the HTTP server keeps an idle connection; clients keep theirs less (HttpEnvClient: 30)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """HttpEnvClient: the EnvClient interface over the env server's HTTP API.
 
 Connections.  Idle connections are kept ``KEEPALIVE_EXPIRY`` (30 s), well below
-the server's keep-alive (75 s, ``shopsimrl.env.core.KEEP_ALIVE``): a
+the server's keep-alive (75 s, ``shopsimrl.env.sessions.KEEP_ALIVE``): a
 connection the server may be about to close is never reused, so a policy that
 thinks for seconds between steps does not send into a closing socket.
 

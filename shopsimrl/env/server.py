@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shopsimrl.env import wire
-from shopsimrl.env.core import KEEP_ALIVE, ShopSimEnv
-from shopsimrl.env.sessions import AcquireAbandoned
+from shopsimrl.env.core import ShopSimEnv
+from shopsimrl.env.sessions import KEEP_ALIVE, AcquireAbandoned
 from shopsimrl.env.types import EnvError
 
 MAX_ACTION_CHARS = 8192  # beyond this a body is malformed (422); queries over 512 are a 400
