@@ -33,6 +33,7 @@ import asyncio
 import itertools
 import secrets
 import zlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -75,6 +76,7 @@ class HttpEnvClient:
         self.slot_timeout = slot_timeout
         self.release_deadline = release_deadline
         self._release_by: float | None = None  # set by hurry(): every release gives up by then
+        self.unconfirmed_releases = 0  # releases that gave up (the server reclaims those after its TTL)
         per_shard = max(1, -(-max_connections // max(1, shards)))
         limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
                               keepalive_expiry=keepalive_expiry)
@@ -152,15 +154,20 @@ class HttpEnvClient:
 
         A 409 on the first attempt is the caller's stale lease (raised); after a failed attempt it
         means an earlier attempt went through, or the server reclaimed the lease: released either way.
+        Every release that gives up is counted in ``unconfirmed_releases``.
         """
         loop = asyncio.get_running_loop()
         own_deadline = loop.time() + self.release_deadline
+
+        def deadline() -> float:  # hurry() may bring it forward at any time
+            return min(own_deadline, self._release_by or own_deadline)
+
         attempt = 0
         while True:
-            deadline = min(own_deadline, self._release_by or own_deadline)
             try:
-                await self._request("POST", "/release", json={"lease_id": lease_id},
-                                    timeout=max(0.05, min(self.timeout, deadline - loop.time())))
+                await self._within(deadline, self._request(
+                    "POST", "/release", json={"lease_id": lease_id},
+                    timeout=max(0.05, min(self.timeout, deadline() - loop.time()))))
                 return
             except LeaseConflictError as exc:
                 if attempt or getattr(exc, "after_retry", False):
@@ -172,10 +179,30 @@ class HttpEnvClient:
                     raise
                 attempt += 1
                 pause = min(2.0, self.retry_backoff * 2 ** (attempt - 1))
-                if loop.time() + pause >= deadline:
-                    raise EnvUnavailableError(f"release not confirmed within {self.release_deadline:g}s: "
-                                              f"{exc}") from exc
+                if loop.time() + pause >= deadline():
+                    self.unconfirmed_releases += 1
+                    raise EnvUnavailableError(f"release not confirmed before its deadline: {exc}") from exc
                 await asyncio.sleep(pause)
+
+    @staticmethod
+    async def _within(deadline: Callable[[], float], request: Awaitable[Any]) -> Any:
+        """Await ``request`` until ``deadline()`` (re-read twice a second: it can move closer)."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(request)
+        try:
+            while True:
+                remaining = deadline() - loop.time()
+                if remaining <= 0:
+                    raise EnvUnavailableError("gave up: the shutdown deadline passed")
+                done, _ = await asyncio.wait({task}, timeout=min(0.5, remaining))
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+            elif not task.cancelled():
+                task.exception()  # retrieved either way
 
     def hurry(self, seconds: float) -> None:
         """Shutting down: every release, running or to come, gives up within ``seconds`` from now."""

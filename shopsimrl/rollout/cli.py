@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import asyncio
 import errno
+import logging
 import math
 import signal
 import sys
@@ -205,6 +206,8 @@ class _Interrupts:
             self.signal = sig
             if hurry is not None:
                 hurry(CLEANUP_SECONDS)
+            # one line at the end sums up the releases that failed (each trace keeps its release_error)
+            logging.getLogger("shopsimrl.agent").setLevel(logging.ERROR)
             self.task.cancel(sig.name)
         elif hurry is not None:
             hurry(2.0)
@@ -220,8 +223,11 @@ async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options
             if interrupts.signal is None:
                 raise
             where = f"; partial step events in {interrupts.step_events}" if interrupts.step_events else ""
-            _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: the step was aborted and its env "
-                    f"leases released{where}")
+            lost = int(getattr(interrupts.env, "unconfirmed_releases", 0))
+            leases = (f"{lost} env leases could not be released (the env server did not answer; it reclaims "
+                      f"them after its --lease-ttl)" if lost else "its env leases released")
+            _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: the step was aborted and "
+                    f"{leases}{where}")
             return 128 + int(interrupts.signal)
 
 

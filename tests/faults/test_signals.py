@@ -68,3 +68,25 @@ def test_sigint_of_an_in_process_run_exits_130_with_whole_files(fault_cache, rol
     events = [json.loads(line) for line in (step / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events][-2:] == ["stopped", "abort"]
     check_files_whole(run.root)
+
+
+def test_sigint_with_the_env_server_gone_still_exits_within_10_s(server, rollouts, tmp_path):
+    run = Rollout(tmp_path, "gone", "--env", server.url, "--steps", "50", "--episode-concurrency", "32",
+                  "--max-consecutive-failed-groups", "1000", turn_seconds=0.2)
+    rollouts.append(run)
+    wait_for(run.mid_step, 60, "a step under way")
+    server.signal(signal.SIGSTOP)  # the server holds the connections and answers nothing
+    try:
+        sent = time.monotonic()
+        run.signal(signal.SIGINT)
+        code = run.wait(timeout=90)
+        took = time.monotonic() - sent
+        assert code == 130, run.stderr[-3000:]
+        assert took <= 12.0, (took, run.stderr[-3000:])  # releases give up after 8 s; slack for a shared machine
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1, run.stderr[-2000:]
+        assert "interrupted by SIGINT" in lines[0] and "could not be released" in lines[0]
+        check_files_whole(run.root)
+    finally:
+        server.signal(signal.SIGCONT)
+    # what the server reads after SIGCONT is applied or dropped; what remains, the lease TTL reclaims
