@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -42,19 +43,22 @@ class Lease(Generic[T]):
     slot: int
     episode: T
     lock: threading.Lock = field(default_factory=threading.Lock)  # serializes this lease's steps
-    last_used: float = field(default_factory=time.monotonic)
+    last_used: float = 0.0  # set by the pool from its clock
     released: bool = False
     last_reply: tuple[str, object] | None = None  # (request id, result) of the last step: retries get it again
 
 
 class SlotPool(Generic[T]):
-    def __init__(self, slots: int, *, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
+    def __init__(self, slots: int, *, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: the time source of idle expiry (tests drive it by hand)."""
         if slots < 1:
             raise ValueError("slots must be >= 1")
         if idle_timeout is not None and not idle_timeout > 0:
             raise ValueError(f"idle_timeout must be > 0 seconds (or None), got {idle_timeout}")
         self.slots = slots
         self.idle_timeout = idle_timeout
+        self._clock = clock
         self._cond = threading.Condition()
         self._free = list(range(slots - 1, -1, -1))
         self._leases: dict[str, Lease[T]] = {}
@@ -93,7 +97,7 @@ class SlotPool(Generic[T]):
                 if remaining <= 0:
                     raise NoFreeSlotError(f"all {self.slots} slots are leased; waited {timeout:.1f}s")
                 self._cond.wait(min(remaining, 1.0))
-            lease = Lease(secrets.token_urlsafe(24), self._free.pop(), episode)
+            lease = Lease(secrets.token_urlsafe(24), self._free.pop(), episode, last_used=self._clock())
             self._leases[lease.lease_id] = lease
             return lease
 
@@ -102,7 +106,7 @@ class SlotPool(Generic[T]):
             lease = self._leases.get(lease_id) if isinstance(lease_id, str) else None
             if lease is None:
                 raise LeaseConflictError("unknown, released or expired lease id")
-            lease.last_used = time.monotonic()
+            lease.last_used = self._clock()
             return lease
 
     def release(self, lease_id: str) -> Lease[T]:
@@ -119,7 +123,7 @@ class SlotPool(Generic[T]):
     def _reclaim_idle(self) -> None:
         if self.idle_timeout is None:
             return
-        cutoff = time.monotonic() - self.idle_timeout
+        cutoff = self._clock() - self.idle_timeout
         for lease_id, lease in list(self._leases.items()):
             if lease.last_used < cutoff and not lease.lock.locked():
                 del self._leases[lease_id]
