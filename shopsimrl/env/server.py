@@ -9,8 +9,9 @@ including FastAPI's own validation errors, is ``{"error": {"code", "message"}}``
 Limits (:class:`RequestLimits`, in front of everything): a body over
 ``MAX_BODY_BYTES`` is answered 413 from its Content-Length before any of it is
 read (a chunked body is cut off at the limit); headers over ``MAX_HEADER_BYTES``
-get 431 (cut off while they arrive: :func:`bounded_header_protocol`); a body that does not arrive within ``BODY_TIMEOUT`` seconds gets 408 and
-the connection is closed.  Idle keep-alive connections stay open ``KEEP_ALIVE``
+get 431 (cut off while they arrive: :func:`bounded_header_protocol`); a body that
+does not arrive within ``BODY_TIMEOUT`` seconds gets 408 and the connection is
+closed.  Idle keep-alive connections stay open ``KEEP_ALIVE``
 seconds, far longer than :class:`~shopsimrl.env.http_client.HttpEnvClient` keeps
 them, so the client never sends into a connection the server is closing.
 

@@ -63,14 +63,14 @@ class PoolMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def use(self, data: st.DataObject) -> None:
-        lease_id = data.draw(st.sampled_from(sorted(self.live)))
+        lease_id = data.draw(st.sampled_from(list(self.live)))  # insertion order: the ids are random
         self.pool.get(lease_id)
         self.live[lease_id] = self.now
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        lease_id = data.draw(st.sampled_from(sorted(self.live)))
+        lease_id = data.draw(st.sampled_from(list(self.live)))  # insertion order: the ids are random
         self.pool.release(lease_id)
         del self.live[lease_id]
         self.dead.append(lease_id)
