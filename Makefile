@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test mutate bench clean
+.PHONY: venv demo test faults mutate bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/shopsimrl rollout --steps 3 --name demo
 
-## make test: the whole test suite
+## make test: the whole test suite but the fault matrix (real processes, a few minutes: make faults)
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --ignore=tests/faults
+
+## make faults: the fault matrix (env server killed, stalled, restarted; signals; full disk; ...)
+faults: $(STAMP)
+	$(PY) -m pytest -q tests/faults
 
 ## make mutate: break each dynamic-sampling rule in a temporary copy; tests/sampling must fail every time
 mutate: $(STAMP)

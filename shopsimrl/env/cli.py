@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
 from shopsimrl.env.build import DEFAULT_PRODUCTS, DEFAULT_SEED, MAX_PRODUCTS, ProgressFn
+from shopsimrl.env.sessions import DEFAULT_IDLE_TIMEOUT, KEEP_ALIVE
 
 _STAGES = {"products": "products", "index": "search index", "tasks": "tasks (verified by search)"}
 
@@ -30,6 +32,12 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--port", type=int, default=5700)
     serve.add_argument("--slots", type=int, default=48, help="concurrent episodes (default 48)")
     serve.add_argument("--action-limit", type=int, default=30)
+    serve.add_argument("--lease-ttl", type=float, default=DEFAULT_IDLE_TIMEOUT,
+                       help=f"seconds a lease may go unused before its slot is reclaimed (a client that vanished; "
+                            f"default {DEFAULT_IDLE_TIMEOUT:g})")
+    serve.add_argument("--keep-alive", type=int, default=KEEP_ALIVE,
+                       help=f"seconds an idle connection stays open (default {KEEP_ALIVE}; keep it above the "
+                            f"clients' 30 s)")
     serve.add_argument("--log-level", default="warning")
     _catalog_args(serve)
     serve.set_defaults(handler=_serve)
@@ -97,11 +105,14 @@ def _load(args: argparse.Namespace, **env_kwargs: Any) -> Any:
 def _serve(args: argparse.Namespace) -> int:
     from shopsimrl.env.server import serve
 
-    env = _load(args, slots=args.slots, action_limit=args.action_limit)
+    if not args.lease_ttl > 0 or args.keep_alive < 1:
+        print("shopsimrl env serve: --lease-ttl must be > 0 and --keep-alive >= 1", file=sys.stderr)
+        return 2
+    env = _load(args, slots=args.slots, action_limit=args.action_limit, idle_timeout=args.lease_ttl)
     print(f"ShopSim serving on http://{args.host}:{args.port} ({args.slots} slots, "
-          f"{env.store.product_count:,} products)", flush=True)
+          f"{env.store.product_count:,} products, lease TTL {args.lease_ttl:g}s)", flush=True)
     try:
-        serve(env, args.host, args.port, log_level=args.log_level)
+        serve(env, args.host, args.port, log_level=args.log_level, keep_alive=args.keep_alive)
     finally:
         env.close()
     return 0

@@ -28,7 +28,7 @@ from shopsimrl.env.pages import (
 )
 from shopsimrl.env.reward import compute_reward, zero_reward
 from shopsimrl.env.search import SearchEngine, SearchHits
-from shopsimrl.env.sessions import Lease, SlotPool
+from shopsimrl.env.sessions import DEFAULT_IDLE_TIMEOUT, Lease, SlotPool
 from shopsimrl.env.store import CatalogStore
 from shopsimrl.env.types import (
     TERMINATE_REASONS,
@@ -61,7 +61,8 @@ class ShopSimEnv:
 
     def __init__(self, db_path: str | os.PathLike[str], *, slots: int = DEFAULT_SLOTS,
                  action_limit: int = DEFAULT_ACTION_LIMIT, reset_timeout: float = DEFAULT_RESET_TIMEOUT,
-                 search_cache_size: int = 4096, idle_timeout: float | None = 1800.0) -> None:
+                 search_cache_size: int = 4096, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
+        """``idle_timeout``: seconds a lease may go unused before it is reclaimed (None: never)."""
         if action_limit < 1:
             raise ValueError("action_limit must be >= 1")
         self.store = CatalogStore(db_path)
@@ -80,10 +81,14 @@ class ShopSimEnv:
         return self.store.products(rowids)
 
     # -- the episode API ------------------------------------------------------------------
-    def reset(self, task_id: str, *, timeout: float | None = None) -> ResetResult:
-        """Start an episode of ``task_id`` in a free slot (waits up to ``timeout`` for one)."""
+    def reset(self, task_id: str, *, timeout: float | None = None,
+              cancelled: threading.Event | None = None) -> ResetResult:
+        """Start an episode of ``task_id`` in a free slot (waits up to ``timeout`` for one).
+
+        ``cancelled``: set (then ``pool.wake()``) when the caller went away; the wait ends without a slot.
+        """
         task = self.store.task(task_id)  # an unknown task fails before any slot is taken
-        lease = self.pool.acquire(Episode(task), self.reset_timeout if timeout is None else timeout)
+        lease = self.pool.acquire(Episode(task), self.reset_timeout if timeout is None else timeout, cancelled)
         try:
             with lease.lock:
                 observation = self._observe(lease.episode)
@@ -93,9 +98,14 @@ class ShopSimEnv:
         self._count("resets")
         return ResetResult(lease_id=lease.lease_id, task=task, observation=observation)
 
-    def step(self, lease_id: str, action: str) -> StepResult:
+    def step(self, lease_id: str, action: str, *, request_id: str | None = None) -> StepResult:
+        """Apply ``action``.  A repeated ``request_id`` (a client retrying a step whose reply it lost)
+        gets the first reply again instead of applying the action twice."""
         lease = self.pool.get(lease_id)
         with lease.lock:
+            replay = self._replay(lease, request_id)
+            if replay is not None:
+                return replay
             episode = self._live_episode(lease)
             feedback: dict[str, str] | None = None
             purchase: Purchase | None = None
@@ -111,17 +121,20 @@ class ShopSimEnv:
                 self._finish(episode, "purchase", detail, purchase)
             elif episode.steps >= self.action_limit:
                 self._finish(episode, "action_limit", zero_reward("action_limit"), None)
-            return self._result(episode, feedback)
+            return self._remember(lease, request_id, self._result(episode, feedback))
 
-    def terminate(self, lease_id: str, reason: str) -> StepResult:
-        """End an episode from outside (the caller hit a limit); scored 0."""
+    def terminate(self, lease_id: str, reason: str, *, request_id: str | None = None) -> StepResult:
+        """End an episode from outside (the caller hit a limit); scored 0.  ``request_id`` as in ``step``."""
         if reason not in TERMINATE_REASONS:
             raise BadRequestError(f"reason must be one of {', '.join(TERMINATE_REASONS)}, got {reason!r}")
         lease = self.pool.get(lease_id)
         with lease.lock:
+            replay = self._replay(lease, request_id)
+            if replay is not None:
+                return replay
             episode = self._live_episode(lease)
             self._finish(episode, reason, zero_reward(reason), None)
-            return self._result(episode, None)
+            return self._remember(lease, request_id, self._result(episode, None))
 
     def release(self, lease_id: str) -> None:
         self.pool.release(lease_id)
@@ -179,6 +192,18 @@ class ShopSimEnv:
         self.close()
 
     # -- internals ------------------------------------------------------------------------
+    @staticmethod
+    def _replay(lease: Lease[Episode], request_id: str | None) -> StepResult | None:
+        if request_id is not None and lease.last_reply is not None and lease.last_reply[0] == request_id:
+            return lease.last_reply[1]  # type: ignore[return-value]
+        return None
+
+    @staticmethod
+    def _remember(lease: Lease[Episode], request_id: str | None, result: StepResult) -> StepResult:
+        if request_id is not None:
+            lease.last_reply = (request_id, result)
+        return result
+
     def _live_episode(self, lease: Lease[Episode]) -> Episode:
         if lease.released:  # released while this call waited for the lock
             raise LeaseConflictError("lease was released")

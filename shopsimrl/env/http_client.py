@@ -1,9 +1,25 @@
 """HttpEnvClient: the EnvClient interface over the env server's HTTP API.
 
-Retries happen only on connection errors (the request never reached the
-server), because step/terminate/release are not idempotent: a request that
-timed out may have been applied.  Error responses are turned back into the same
-EnvError subclasses the in-process client raises.
+Connections.  Idle connections are kept ``KEEPALIVE_EXPIRY`` (30 s), well below
+the server's keep-alive (75 s, ``shopsimrl.env.sessions.KEEP_ALIVE``): a
+connection the server may be about to close is never reused, so a policy that
+thinks for seconds between steps does not send into a closing socket.
+
+Retries (all in :meth:`HttpEnvClient._request`), exactly where a retry cannot
+apply anything twice:
+
+* the request never left (connect error, connect or pool timeout): every call;
+* the connection broke before any reply (``RemoteProtocolError``, ``ReadError``,
+  ``WriteError``): GETs (idempotent); ``/step`` and ``/terminate``, which carry a
+  ``request_id`` the server answers a second time from memory instead of
+  applying the action again; ``/release`` (a repeat after success is a 409,
+  read as "already gone"); ``/reset``, because the server drops a reset whose
+  connection closed before its reply (it never keeps the slot);
+* a timeout: only ``/release``, which also retries 5xx replies, until it succeeds,
+  the server says the lease is gone, or ``release_deadline`` passes.
+
+Error responses are turned back into the same EnvError subclasses the
+in-process client raises.
 
 Requests are spread over several small httpx clients ("shards", a lease always
 on the same one): one httpx connection pool serving dozens of concurrent
@@ -15,30 +31,55 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 import zlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
 from shopsimrl.env import wire
-from shopsimrl.env.types import EnvError, EnvUnavailableError, ResetResult, StepResult, Task
+from shopsimrl.env.types import (
+    EnvError,
+    EnvUnavailableError,
+    LeaseConflictError,
+    ResetResult,
+    StepResult,
+    Task,
+)
+
+DEFAULT_TIMEOUT = 30.0
+KEEPALIVE_EXPIRY = 30.0  # below the server's keep-alive (75 s): never reuse a connection it may be closing
+DEFAULT_RELEASE_DEADLINE = 60.0  # seconds a release keeps retrying while the server does not answer
+
+_UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)  # the request never left
+_NO_REPLY = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)  # broke before a reply
 
 
 class HttpEnvClient:
-    def __init__(self, base_url: str, timeout: float = 30.0, *, connect_retries: int = 3,
+    def __init__(self, base_url: str, timeout: float = DEFAULT_TIMEOUT, *, connect_retries: int = 3,
                  retry_backoff: float = 0.2, slot_timeout: float | None = None, max_connections: int = 256,
-                 shards: int = 32, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        """``slot_timeout``: how long the server may wait for a free slot in reset (None: its default).
-
-        The reset request's read timeout is widened by that wait.
+                 shards: int = 32, release_deadline: float = DEFAULT_RELEASE_DEADLINE,
+                 keepalive_expiry: float = KEEPALIVE_EXPIRY,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        """``timeout``: seconds per request.  ``slot_timeout``: how long the server may wait for a free
+        slot in reset (None: its default); the reset request's read timeout is widened by that wait.
+        ``connect_retries``: retries of a request that failed before any reply (see the module doc).
+        ``max_connections``: a reset waiting for a slot holds its connection, so a caller running more
+        sessions than the server has slots needs about one connection per session (the rollout never
+        does: it runs at most as many episodes as there are free slots).
         """
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.connect_retries = connect_retries
         self.retry_backoff = retry_backoff
         self.slot_timeout = slot_timeout
+        self.release_deadline = release_deadline
+        self._release_by: float | None = None  # set by hurry(): every release gives up by then
+        self.unconfirmed_releases = 0  # releases that gave up (the server reclaims those after its TTL)
         per_shard = max(1, -(-max_connections // max(1, shards)))
-        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
+        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
+                              keepalive_expiry=keepalive_expiry)
         self._clients = [
             httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(timeout), limits=limits,
                               transport=transport)
@@ -53,6 +94,11 @@ class HttpEnvClient:
 
     async def _request(self, method: str, path: str, *, json: dict[str, Any] | None = None,
                        params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        """The one request path: send, retry what is safe to retry, decode the reply or its error.
+
+        Every endpoint may be repeated after the connection broke before a reply (see the module
+        doc for why each is safe); a timeout is never retried here.
+        """
         client = self._client_for(json.get("lease_id") if json else None)
         attempt = 0
         while True:
@@ -61,21 +107,26 @@ class HttpEnvClient:
                     method, path, json=json, params=params,
                     timeout=httpx.Timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
                 break
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                attempt += 1
-                if attempt > self.connect_retries:
-                    raise EnvUnavailableError(f"cannot reach {self.base_url}: {exc}") from exc
-                await asyncio.sleep(self.retry_backoff * 2 ** (attempt - 1))
-            except httpx.TimeoutException as exc:
-                raise EnvUnavailableError(f"{method} {path} timed out after {self.timeout}s") from exc
             except httpx.TransportError as exc:
+                retryable = isinstance(exc, (*_UNSENT, *_NO_REPLY))
+                attempt += 1
+                if retryable and attempt <= self.connect_retries:
+                    await asyncio.sleep(self.retry_backoff * 2 ** (attempt - 1))
+                    continue
+                if isinstance(exc, _UNSENT):
+                    raise EnvUnavailableError(f"cannot reach {self.base_url}: {type(exc).__name__}: {exc}") from exc
+                if isinstance(exc, httpx.TimeoutException):
+                    raise EnvUnavailableError(
+                        f"{method} {path} timed out after {timeout or self.timeout}s ({type(exc).__name__})") from exc
                 raise EnvUnavailableError(f"{method} {path} failed: {type(exc).__name__}: {exc}") from exc
         try:
             body = response.json()
         except ValueError:
             body = None
         if response.status_code >= 400:
-            raise wire.error_from_body(response.status_code, body)
+            error = wire.error_from_body(response.status_code, body)
+            error.after_retry = attempt > 0  # type: ignore[attr-defined]  # an earlier attempt may have acted
+            raise error
         if body is None:
             raise EnvError(f"{method} {path}: response is not JSON", code="bad_response")
         return body
@@ -91,15 +142,72 @@ class HttpEnvClient:
         return wire.reset_from_json(await self._request("POST", "/reset", json=payload, timeout=read_timeout))
 
     async def step(self, lease_id: str, action: str) -> StepResult:
-        return wire.step_from_json(await self._request("POST", "/step",
-                                                       json={"lease_id": lease_id, "action": action}))
+        payload = {"lease_id": lease_id, "action": action, "request_id": secrets.token_hex(8)}
+        return wire.step_from_json(await self._request("POST", "/step", json=payload))
 
     async def terminate(self, lease_id: str, reason: str) -> StepResult:
-        return wire.step_from_json(await self._request("POST", "/terminate",
-                                                       json={"lease_id": lease_id, "reason": reason}))
+        payload = {"lease_id": lease_id, "reason": reason, "request_id": secrets.token_hex(8)}
+        return wire.step_from_json(await self._request("POST", "/terminate", json=payload))
 
     async def release(self, lease_id: str) -> None:
-        await self._request("POST", "/release", json={"lease_id": lease_id})
+        """Release, retrying until the server confirms or says the lease is gone (or the deadline passes).
+
+        A 409 on the first attempt is the caller's stale lease (raised); after a failed attempt it
+        means an earlier attempt went through, or the server reclaimed the lease: released either way.
+        Every release that gives up is counted in ``unconfirmed_releases``.
+        """
+        loop = asyncio.get_running_loop()
+        own_deadline = loop.time() + self.release_deadline
+
+        def deadline() -> float:  # hurry() may bring it forward at any time
+            return min(own_deadline, self._release_by or own_deadline)
+
+        attempt = 0
+        while True:
+            try:
+                await self._within(deadline, self._request(
+                    "POST", "/release", json={"lease_id": lease_id},
+                    timeout=max(0.05, min(self.timeout, deadline() - loop.time()))))
+                return
+            except LeaseConflictError as exc:
+                if attempt or getattr(exc, "after_retry", False):
+                    return
+                raise
+            except EnvError as exc:
+                if not (isinstance(exc, EnvUnavailableError) or exc.code.startswith("http_5")
+                        or exc.code == "internal_error"):
+                    raise
+                attempt += 1
+                pause = min(2.0, self.retry_backoff * 2 ** (attempt - 1))
+                if loop.time() + pause >= deadline():
+                    self.unconfirmed_releases += 1
+                    raise EnvUnavailableError(f"release not confirmed before its deadline: {exc}") from exc
+                await asyncio.sleep(pause)
+
+    @staticmethod
+    async def _within(deadline: Callable[[], float], request: Awaitable[Any]) -> Any:
+        """Await ``request`` until ``deadline()`` (re-read twice a second: it can move closer)."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(request)
+        try:
+            while True:
+                remaining = deadline() - loop.time()
+                if remaining <= 0:
+                    raise EnvUnavailableError("gave up: the shutdown deadline passed")
+                done, _ = await asyncio.wait({task}, timeout=min(0.5, remaining))
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+            elif not task.cancelled():
+                task.exception()  # retrieved either way
+
+    def hurry(self, seconds: float) -> None:
+        """Shutting down: every release, running or to come, gives up within ``seconds`` from now."""
+        by = asyncio.get_running_loop().time() + seconds
+        self._release_by = by if self._release_by is None else min(self._release_by, by)
 
     async def list_tasks(self, split: str) -> list[str]:
         body = await self._request("GET", "/tasks", params={"split": split})

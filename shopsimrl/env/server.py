@@ -5,11 +5,26 @@ never blocks; steps use a bounded thread limiter of their own.  ``/reset`` may
 wait for a free slot, so it runs on a separate limiter: waiting resets cannot
 take the threads that the steps and releases which free slots need.  Every error,
 including FastAPI's own validation errors, is ``{"error": {"code", "message"}}``.
+
+Limits (:class:`RequestLimits`, in front of everything): a body over
+``MAX_BODY_BYTES`` is answered 413 from its Content-Length before any of it is
+read (a chunked body is cut off at the limit); headers over ``MAX_HEADER_BYTES``
+get 431 (cut off while they arrive: :func:`bounded_header_protocol`); a body that
+does not arrive within ``BODY_TIMEOUT`` seconds gets 408 and the connection is
+closed.  Idle keep-alive connections stay open ``KEEP_ALIVE``
+seconds, far longer than :class:`~shopsimrl.env.http_client.HttpEnvClient` keeps
+them, so the client never sends into a connection the server is closing.
+
+A ``/reset`` whose client goes away (disconnect or client timeout) while it
+waits for a slot gives up without taking one; if the slot was taken just as the
+client left, it is released at once.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
@@ -21,9 +36,127 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shopsimrl.env import wire
 from shopsimrl.env.core import ShopSimEnv
+from shopsimrl.env.sessions import KEEP_ALIVE, AcquireAbandoned
 from shopsimrl.env.types import EnvError
 
 MAX_ACTION_CHARS = 8192  # beyond this a body is malformed (422); queries over 512 are a 400
+MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step body is a few KiB at most
+MAX_HEADER_BYTES = 64 << 10  # 64 KiB of request line + headers
+BODY_TIMEOUT = 10.0  # seconds for a whole request body to arrive
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class RequestLimits:
+    """ASGI middleware: size and time limits on a request, applied before the app sees it.
+
+    The body is read here, whole and bounded, then handed to the app; later
+    ``receive`` calls go to the server (so the app still learns of a disconnect).
+    """
+
+    def __init__(self, app: Any, *, max_body: int = MAX_BODY_BYTES, max_headers: int = MAX_HEADER_BYTES,
+                 body_timeout: float = BODY_TIMEOUT) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.max_headers = max_headers
+        self.body_timeout = body_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope.get("headers") or []
+        if sum(len(k) + len(v) + 4 for k, v in headers) + len(scope.get("raw_path") or b"") > self.max_headers:
+            await _refuse(send, 431, "headers_too_large", f"request headers exceed {self.max_headers} bytes")
+            return
+        length = None
+        for key, value in headers:
+            if key == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    await _refuse(send, 400, "bad_content_length", "Content-Length is not a number")
+                    return
+        if length is not None and length > self.max_body:
+            await _refuse(send, 413, "body_too_large",
+                          f"request body is {length} bytes; the limit is {self.max_body} bytes")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        with anyio.move_on_after(self.body_timeout) as deadline:
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # the client left before sending its body: nothing to answer
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body:
+                    await _refuse(send, 413, "body_too_large", f"request body exceeds {self.max_body} bytes")
+                    return
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+        if deadline.cancelled_caught:
+            await _refuse(send, 408, "body_timeout",
+                          f"the request body did not arrive within {self.body_timeout:g} seconds")
+            return
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def bounded_header_protocol(max_headers: int = MAX_HEADER_BYTES) -> type:
+    """uvicorn's httptools protocol, refusing (431, connection closed) a request whose headers go on
+    past ``max_headers`` bytes *while they arrive*: the parser never buffers more than that plus one
+    socket read (httptools itself has no limit; a 50 MB header used to be read whole)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    body = json.dumps(wire.error_body("headers_too_large", f"request headers exceed {max_headers} bytes")).encode()
+    reply = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+             b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    class BoundedHeaders(HttpToolsProtocol):  # type: ignore[misc]
+        _in_headers = True  # the first request's headers start with the first byte
+        _header_bytes = 0
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._in_headers, self._header_bytes = True, 0
+
+        def on_headers_complete(self) -> None:
+            self._in_headers = False
+            super().on_headers_complete()
+
+        def data_received(self, data: bytes) -> None:
+            if self._in_headers:
+                if self._header_bytes > max_headers:
+                    if not self.transport.is_closing():
+                        self.transport.write(reply)
+                        self.transport.close()
+                    return
+                self._header_bytes += len(data)
+            super().data_received(data)
+
+    return BoundedHeaders
+
+
+async def _refuse(send: Send, status: int, code: str, message: str) -> None:
+    """An error reply that also closes the connection (the rest of the request is never read)."""
+    body = json.dumps(wire.error_body(code, message)).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class _Body(BaseModel):
@@ -38,11 +171,13 @@ class ResetRequest(_Body):
 class StepRequest(_Body):
     lease_id: str = Field(min_length=1, max_length=256)
     action: str = Field(max_length=MAX_ACTION_CHARS)
+    request_id: str | None = Field(default=None, min_length=1, max_length=64)  # a retry repeats it
 
 
 class TerminateRequest(_Body):
     lease_id: str = Field(min_length=1, max_length=256)
     reason: str = Field(min_length=1, max_length=64)
+    request_id: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 class ReleaseRequest(_Body):
@@ -54,9 +189,12 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data, ensure_ascii=False), status_code=status, media_type="application/json")
 
 
-def create_app(env: ShopSimEnv, *, threads: int = 16) -> FastAPI:
+def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_BYTES,
+               max_headers: int = MAX_HEADER_BYTES, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
     """The app; ``threads`` bounds the worker threads running steps (searches release the GIL)."""
     app = FastAPI(title="ShopSim", version="1", docs_url="/docs", redoc_url=None)
+    app.add_middleware(RequestLimits, max_body=max_body, max_headers=max_headers,  # type: ignore[arg-type]
+                       body_timeout=body_timeout)
     reset_limiter = anyio.CapacityLimiter(env.slots + 8)
     ops_limiter = anyio.CapacityLimiter(threads)
 
@@ -82,18 +220,43 @@ def create_app(env: ShopSimEnv, *, threads: int = 16) -> FastAPI:
         return _json(wire.error_body("internal_error", f"{type(exc).__name__}: {exc}"), 500)
 
     @app.post("/reset")
-    async def reset(body: ResetRequest) -> Response:
-        result = await anyio.to_thread.run_sync(lambda: env.reset(body.task_id, timeout=body.timeout),
-                                                limiter=reset_limiter)
+    async def reset(body: ResetRequest, request: Request) -> Response:
+        gone = threading.Event()
+
+        async def watch_disconnect() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            env.pool.wake()
+
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as watchers:
+            watchers.start_soon(watch_disconnect)
+            try:
+                result = await anyio.to_thread.run_sync(
+                    lambda: env.reset(body.task_id, timeout=body.timeout, cancelled=gone), limiter=reset_limiter)
+            except Exception as exc:  # raised outside the task group, so it is not wrapped in a group
+                failure = exc
+            finally:
+                watchers.cancel_scope.cancel()
+        if isinstance(failure, AcquireAbandoned):
+            return _json(wire.error_body(failure.code, failure.message), 499)
+        if failure is not None:
+            raise failure
+        if gone.is_set():  # the slot came just as the client left: nobody else will ever release it
+            await run(env.release, result.lease_id)
+            return _json(wire.error_body("client_gone", "the client went away; the slot was released"), 499)
         return _json(wire.reset_to_json(result))
 
     @app.post("/step")
     async def step(body: StepRequest) -> Response:
-        return _json(wire.step_to_json(await run(env.step, body.lease_id, body.action)))
+        return _json(wire.step_to_json(await run(
+            lambda: env.step(body.lease_id, body.action, request_id=body.request_id))))
 
     @app.post("/terminate")
     async def terminate(body: TerminateRequest) -> Response:
-        return _json(wire.step_to_json(await run(env.terminate, body.lease_id, body.reason)))
+        return _json(wire.step_to_json(await run(
+            lambda: env.terminate(body.lease_id, body.reason, request_id=body.request_id))))
 
     @app.post("/release")
     async def release(body: ReleaseRequest) -> Response:
@@ -119,11 +282,14 @@ def create_app(env: ShopSimEnv, *, threads: int = 16) -> FastAPI:
     return app
 
 
-def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_level: str = "warning") -> None:
-    """Run the server in the foreground until interrupted."""
+def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_level: str = "warning",
+          keep_alive: int = KEEP_ALIVE, **limits: Any) -> None:
+    """Run the server in the foreground until interrupted (``limits``: see :func:`create_app`)."""
     import uvicorn
 
-    uvicorn.run(create_app(env), host=host, port=port, log_level=log_level, access_log=False)
+    uvicorn.run(create_app(env, **limits), host=host, port=port, log_level=log_level, access_log=False,
+                timeout_keep_alive=keep_alive,
+                http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
 
 
 class ServerThread:
@@ -133,13 +299,12 @@ class ServerThread:
     """
 
     def __init__(self, env: ShopSimEnv, host: str = "127.0.0.1", port: int = 0, *,
-                 log_level: str = "warning") -> None:
-        import threading
-
+                 log_level: str = "warning", keep_alive: int = KEEP_ALIVE, **limits: Any) -> None:
         import uvicorn
 
-        config = uvicorn.Config(create_app(env), host=host, port=port, log_level=log_level, access_log=False,
-                                lifespan="off")
+        config = uvicorn.Config(create_app(env, **limits), host=host, port=port, log_level=log_level,
+                                access_log=False, lifespan="off", timeout_keep_alive=keep_alive,
+                                http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="shopsim-server", daemon=True)
         self.host = host

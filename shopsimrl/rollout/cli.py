@@ -1,8 +1,10 @@
 """``shopsimrl rollout``: dynamic-sampling rollout steps on ShopSim, with outputs under runs/<name>/.
 
 Exit codes: 0 done; 2 refused before any work (bad knobs or options, too few
-tasks, W&B missing); 3 the consecutive technical-failure stop fired (the message
-names the trace folder); 1 anything else.
+tasks, W&B missing, run folder in use or taken); 3 the consecutive
+technical-failure stop fired (the message names the trace folder); 130 / 143
+interrupted by SIGINT / SIGTERM (the step is aborted, its env leases released);
+1 anything else (a disk that filled up is reported as such).
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import asyncio
+import errno
+import logging
+import math
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +35,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
 EXIT_TOO_MANY_TECHNICAL_FAILURES = 3
+CLEANUP_SECONDS = 8.0  # after a signal: how long env releases may keep retrying (the exit follows within 10 s)
 
 IN_PROCESS = "inprocess"
 DEFAULT_PRODUCTS = 20_000  # the env's default catalog (shopsimrl.env.build.DEFAULT_PRODUCTS)
@@ -67,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--steps", type=int, default=1, help="rollout steps")
     run.add_argument("--seed", type=int, default=0, help="task order, episode seeds and fault injection")
     run.add_argument("--out", type=Path, default=Path("runs"), help="output folder")
-    run.add_argument("--name", default=None, help="run name (default: a timestamp); OUT/NAME is replaced if it holds a previous run")
+    run.add_argument("--name", default=None,
+                     help="run name, a plain folder name (default: a timestamp and a random suffix)")
+    run.add_argument("--overwrite", action="store_true", help="replace OUT/NAME if it holds a finished run")
+    run.add_argument("--env-timeout", type=float, default=30.0,
+                     help="seconds per env server request before it counts as a technical failure")
     run.add_argument("--episode-concurrency", type=int, default=DEFAULT_EPISODE_CONCURRENCY,
                      help="episodes running at once, over all groups")
     run.add_argument("--max-steps", type=int, default=DEFAULT_MAX_TURNS, help="turns per episode")
@@ -122,6 +133,8 @@ def policy_options(args: argparse.Namespace) -> dict[str, Any]:
         flags = ", ".join("--" + f.replace("_", "-") for f, o in _OPENAI_ONLY.items() if o in given)
         raise UsageError(f"{flags}: used only by --policy openai")
     if args.temperature is not None:
+        if not math.isfinite(args.temperature) or args.temperature < 0:
+            raise UsageError(f"--temperature must be a finite number >= 0, got {args.temperature}")
         given["temperature"] = args.temperature
     return given
 
@@ -133,6 +146,8 @@ def check_options(args: argparse.Namespace) -> None:
         (args.max_steps >= 1, f"--max-steps (turns per episode) must be >= 1, got {args.max_steps}"),
         (0.0 <= args.fault_rate <= 1.0, f"--fault-rate is a probability within [0, 1], got {args.fault_rate}"),
         (args.products >= 1, f"--products must be >= 1, got {args.products}"),
+        (math.isfinite(args.env_timeout) and args.env_timeout > 0,
+         f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
         (args.env == IN_PROCESS or args.env.startswith(("http://", "https://")),
          f"--env must be '{IN_PROCESS}' or an http(s):// URL of an env server, got {args.env!r}"),
     )
@@ -147,10 +162,11 @@ def handle(args: argparse.Namespace) -> int:
         knobs = knobs_from_args(args)
         check_options(args)
         options = policy_options(args)
-        if args.name is not None:
-            from shopsimrl.rollout.outputs import check_run_dir
+        from shopsimrl.rollout.outputs import check_out_dir, check_run_dir
 
-            check_run_dir(args.out, args.name)
+        check_out_dir(args.out)
+        if args.name is not None:
+            check_run_dir(args.out, args.name, overwrite=args.overwrite)
         if args.wandb:
             from shopsimrl.rollout.tracking import import_wandb
 
@@ -158,7 +174,61 @@ def handle(args: argparse.Namespace) -> int:
     except (KnobError, ValueError, RuntimeError) as exc:  # knobs, options, run folder, W&B missing
         _stderr(f"shopsimrl rollout: refused: {exc}")
         return EXIT_REFUSED
-    return asyncio.run(_run(args, knobs, options))
+    return asyncio.run(_interruptible(args, knobs, options))
+
+
+class _Interrupts:
+    """SIGINT / SIGTERM become a cancellation of the run: the step aborts and every env lease is released.
+
+    The first signal cancels the run and gives env releases ``CLEANUP_SECONDS`` to finish; a second one
+    during that cleanup does not cut it short, it only shortens the releases' remaining time to 2 s.
+    """
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.signal: signal.Signals | None = None
+        self.env: Any = None
+        self.step_events: Path | None = None  # the interrupted step's events.jsonl, for the message
+        self._loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> _Interrupts:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._loop.add_signal_handler(sig, self._fire, sig)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._loop.remove_signal_handler(sig)
+
+    def _fire(self, sig: signal.Signals) -> None:
+        hurry = getattr(self.env, "hurry", None)
+        if self.signal is None:
+            self.signal = sig
+            if hurry is not None:
+                hurry(CLEANUP_SECONDS)
+            # one line at the end sums up the releases that failed (each trace keeps its release_error)
+            logging.getLogger("shopsimrl.agent").setLevel(logging.ERROR)
+            self.task.cancel(sig.name)
+        elif hurry is not None:
+            hurry(2.0)
+
+
+async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any]) -> int:
+    task = asyncio.current_task()
+    assert task is not None
+    with _Interrupts(task) as interrupts:
+        try:
+            return await _run(args, knobs, options, interrupts)
+        except asyncio.CancelledError:
+            if interrupts.signal is None:
+                raise
+            where = f"; partial step events in {interrupts.step_events}" if interrupts.step_events else ""
+            lost = int(getattr(interrupts.env, "unconfirmed_releases", 0))
+            leases = (f"{lost} env leases could not be released (the env server did not answer; it reclaims "
+                      f"them after its --lease-ttl)" if lost else "its env leases released")
+            _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: the step was aborted and "
+                    f"{leases}{where}")
+            return 128 + int(interrupts.signal)
 
 
 async def _open_env(args: argparse.Namespace) -> Any:
@@ -166,7 +236,7 @@ async def _open_env(args: argparse.Namespace) -> Any:
     if args.env != IN_PROCESS:
         from shopsimrl.env import HttpEnvClient
 
-        return HttpEnvClient(args.env)
+        return HttpEnvClient(args.env, timeout=args.env_timeout)
     from shopsimrl.env import InProcessEnvClient, catalog_path, load_env
 
     if not catalog_path(args.products, args.catalog_seed).exists():
@@ -177,14 +247,15 @@ async def _open_env(args: argparse.Namespace) -> Any:
     return InProcessEnvClient(env, owns_env=True)
 
 
-async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any]) -> int:
+async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any],
+               interrupts: _Interrupts) -> int:
     from rich.console import Console
 
     from shopsimrl.agent import make_policy
     from shopsimrl.rollout.faults import FaultInjectingEnv
     from shopsimrl.rollout.run import RolloutConfig, default_run_name, run_rollout
     from shopsimrl.rollout.runner import agent_runner
-    from shopsimrl.rollout.outputs import prepare_run_dir
+    from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
     from shopsimrl.rollout.view import RolloutView
 
     try:
@@ -199,20 +270,29 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     if not console.is_terminal:  # captured output: wide enough for the summary table
         console = Console(width=max(console.width, 150))
     env = await _open_env(args)
+    interrupts.env = env
     logger = None
+    paths = None
     code = EXIT_FAILED
     try:
-        if hasattr(env, "healthz"):  # an env server: reachable, and enough slots for our episodes?
+        if hasattr(env, "healthz"):  # an env server: reachable, and enough free slots for our episodes?
             try:
-                slots = int((await env.healthz())["slots"])
+                health = await env.healthz()
+                slots, free = int(health["slots"]), int(health.get("free_slots", health["slots"]))
             except EnvError as exc:
                 _stderr(f"shopsimrl rollout: refused: the env server at {args.env} does not answer /healthz: {exc}")
                 return EXIT_REFUSED
-            if config.episode_concurrency > slots:
-                _stderr(f"shopsimrl rollout: the env server has {slots} slots: running at most {slots} episodes at "
-                        f"once instead of --episode-concurrency {config.episode_concurrency} (more would only wait "
-                        f"for a slot and time out; start the server with --slots to raise it)")
-                config = dataclasses.replace(config, episode_concurrency=slots)
+            if free < 1:
+                _stderr(f"shopsimrl rollout: refused: all {slots} slots of the env server at {args.env} are leased "
+                        f"by other clients: wait for them (an abandoned lease is reclaimed after the server's "
+                        f"--lease-ttl) or start a server with more --slots")
+                return EXIT_REFUSED
+            if config.episode_concurrency > free:
+                taken = f" ({slots - free} are leased by other clients)" if free < slots else ""
+                _stderr(f"shopsimrl rollout: the env server has {free} free slots of {slots}{taken}: running at "
+                        f"most {free} episodes at once instead of --episode-concurrency "
+                        f"{config.episode_concurrency} (more would only wait for a slot and time out)")
+                config = dataclasses.replace(config, episode_concurrency=free)
         task_ids = await env.list_tasks("train")
         if len(task_ids) < knobs.over_sampling_batch_size:
             _stderr(f"shopsimrl rollout: refused: the train split has {len(task_ids)} tasks but a wave submits "
@@ -223,7 +303,11 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
         runner = agent_runner(client, policy, max_turns=args.max_steps)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_steps}
-        paths = prepare_run_dir(args.out, name)
+        try:
+            paths = prepare_run_dir(args.out, name, overwrite=args.overwrite)
+        except (RunDirError, OSError) as exc:
+            _stderr(f"shopsimrl rollout: refused: {exc}")
+            return EXIT_REFUSED
         if args.wandb:
             from shopsimrl.rollout.tracking import WandbLogger
 
@@ -239,8 +323,20 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
                                            on_step=logger.log if logger else None, extra_config=extra,
                                            paths=paths)
             except TooManyTechnicalFailures as exc:
-                _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {exc.trace_dir}")
+                step_dir = Path(exc.trace_dir or paths.root)
+                _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
+                        f"triage: {step_dir / 'triage'}")
                 code = EXIT_TOO_MANY_TECHNICAL_FAILURES
+                return code
+            except asyncio.CancelledError:
+                interrupts.step_events = _last_step_events(paths.root)
+                raise
+            except OSError as exc:
+                step = _last_step_events(paths.root)
+                what = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "an output could not be written"
+                _stderr(f"shopsimrl rollout: stopped: {what} ({exc.strerror or exc}: {exc.filename or '?'}); "
+                        f"the step in {step.parent if step else paths.root} is incomplete (no metrics.json), "
+                        f"earlier steps are whole. Free space (or fix the folder) and run again.")
                 return code
             view.summary(result.reports)
         console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
@@ -253,6 +349,14 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
         if aclose is not None:
             await aclose()
         await env.aclose()
+        if paths is not None:
+            paths.unlock()
+
+
+def _last_step_events(root: Path) -> Path | None:
+    """The newest step folder's events.jsonl (the step a stop or an interrupt cut short)."""
+    steps = sorted((p for p in root.glob("step-*") if p.name[5:].isdigit()), key=lambda p: int(p.name[5:]))
+    return steps[-1] / "events.jsonl" if steps else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

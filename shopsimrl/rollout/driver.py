@@ -35,8 +35,11 @@ from shopsimrl.rollout.report import StepReport, step_metrics
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import (
     DROP_REASONS,
+    REASON_TECHNICAL,
+    REASON_ZERO_STD,
     ConsecutiveFailureGuard,
     Decision,
+    GroupDecision,
     SamplingKnobs,
     TooManyTechnicalFailures,
     WaveController,
@@ -84,8 +87,20 @@ class CompletionQueue(Generic[K, T]):
         self._pending.clear()
         undelivered = []
         while not self._done.empty():
-            undelivered.append(self._done.get_nowait()[0])
+            key, task = self._done.get_nowait()
+            task.exception()  # retrieved: a failure of a task nobody judged is not logged as never retrieved
+            undelivered.append(key)
         return cancelled, undelivered
+
+
+def _results(batch: list[tuple[int, asyncio.Task[GroupRun]]]) -> list[GroupRun]:
+    """Every task's result; if some raised (an output that could not be written), every exception is
+    retrieved (asyncio logs none as never retrieved) and the first is raised."""
+    errors = [task.exception() for _key, task in batch]
+    for error in errors:
+        if error is not None:
+            raise error
+    return [task.result() for _key, task in batch]
 
 
 @dataclass
@@ -173,7 +188,7 @@ class StepDriver:
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> StepReport:
         ctx = self.ctx
-        ctx.guard.trace_dir = str(self.paths.traces)
+        ctx.guard.trace_dir = str(self.paths.root)  # the step folder: traces/ and triage/ are both in it
         ctx.sampler.begin_step()
         self._t0 = ctx.clock()
         observer = ctx.observer
@@ -187,13 +202,21 @@ class StepDriver:
                     batch = await self.completions.next_batch()
                     now = self._now()
                     self.batches += 1
-                    self._decide(now, [task.result() for _key, task in batch])
+                    self._decide(now, _results(batch))
                     self._submit(now)
                     if observer:
                         observer.progressed(self.progress)
             except TooManyTechnicalFailures as exc:
                 self._event(self._now(), "stopped", reason="too_many_technical_failures", message=str(exc),
-                            groups=exc.groups)
+                            groups=[int(g) for g in exc.groups])
+                raise
+            except asyncio.CancelledError as exc:  # interrupted (SIGINT / SIGTERM) or cancelled by the caller
+                self._event(self._now(), "stopped", reason="interrupted",
+                            signal=str(exc.args[0]) if exc.args and exc.args[0] else None)
+                raise
+            except OSError as exc:  # an output could not be written (disk full, ...): the step is incomplete
+                self._event(self._now(), "stopped", reason="write_failed", errno=exc.errno,
+                            message=f"{type(exc).__name__}: {exc}")
                 raise
             finally:
                 await self._abort()
@@ -256,7 +279,34 @@ class StepDriver:
             append_failure_queue(self.ctx.paths, group, step=self.step)
 
     def _decide(self, now: float, finished: list[GroupRun]) -> None:
-        decisions = self.controller.complete_batch([(g.index, g.verdict) for g in finished])  # type: ignore[misc]
+        try:
+            decisions = self.controller.complete_batch([(g.index, g.verdict) for g in finished])  # type: ignore[misc]
+        except TooManyTechnicalFailures as exc:
+            self._decisions_before_stop(now, finished, exc)
+            raise
+        self._log_decisions(now, decisions)
+
+    def _decisions_before_stop(self, now: float, finished: list[GroupRun], exc: TooManyTechnicalFailures) -> None:
+        """The stop fired inside a batch: log the decisions the controller took before it, then the
+        trigger itself (a technical group, dropped; ``stopped_run``).  ``remaining`` and ``kept`` are
+        the controller's values at the stop."""
+        c = self.controller
+        trigger = int(exc.groups[-1])
+        placed = {**{i: (Decision.DROPPED, r) for r, ids in c.dropped.items() for i in ids},
+                  **{i: (Decision.ACCEPTED, None) for i in c.kept},
+                  **{i: (Decision.FALLBACK, REASON_ZERO_STD) for i in c.fallback},
+                  **{i: (Decision.SURPLUS, None) for i in c.surplus}}
+        decided = []
+        for group in sorted(finished, key=lambda g: g.index):
+            decision, reason = (Decision.DROPPED, REASON_TECHNICAL) if group.index == trigger else placed[group.index]
+            decided.append(GroupDecision(group.index, c.wave_of(group.index), group.verdict, decision, reason,
+                                         c.remaining, len(c.kept)))
+            if group.index == trigger:
+                break
+        self._log_decisions(now, decided)
+        self.events[-1]["stopped_run"] = True
+
+    def _log_decisions(self, now: float, decisions: list[Any]) -> None:
         for d in decisions:
             group = self.groups[d.index]
             stats = self.waves[d.wave]

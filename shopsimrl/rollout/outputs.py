@@ -2,6 +2,7 @@
 
 Layout (every file written through :mod:`shopsimrl.io`, so each is whole or absent)::
 
+    runs/<name>/.lock                 held (an OS file lock) by the run writing this folder
     runs/<name>/run.json              the run's configuration
     runs/<name>/metrics.jsonl         one line per finished step (the metrics.json of each step)
     runs/<name>/failure_queue.jsonl   all-wrong groups for the Failure Analyst (dropped ones included)
@@ -10,13 +11,24 @@ Layout (every file written through :mod:`shopsimrl.io`, so each is whole or abse
     runs/<name>/step-<k>/metrics.json SPEC §7 keys plus waste figures
     runs/<name>/step-<k>/traces/      one agent trace JSON per episode
     runs/<name>/step-<k>/triage/      one JSON per completed group, written before the filter
+
+A step is complete when its ``metrics.json`` exists (and ``metrics.jsonl`` has
+its line); a step stopped early (interrupt, technical-failure stop, disk full)
+has an ``events.jsonl`` whose last events say why, and no ``metrics.json``.
+
+No run destroys another run's folder: the folder is locked for the whole run
+(a second run of the same name is refused), and a finished run's folder is
+replaced only when the caller says so (``overwrite``).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +38,30 @@ from shopsimrl.sampling import grpo_advantages, split_into_updates
 
 
 class RunDirError(ValueError):
-    """The run folder exists and is not a rollout run: refuse to overwrite it."""
+    """The run folder cannot be used (foreign, finished, in use, bad name): the message says what to change."""
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+LOCK_NAME = ".lock"
+
+
+def check_run_name(name: str) -> str:
+    """A run name is one plain folder name: letters, digits, ``.``, ``_``, ``-``; no separators, no ``..``."""
+    if not _PLAIN_NAME.fullmatch(name) or ".." in name:
+        raise RunDirError(f"--name {name!r} is not a plain name: use letters, digits, '.', '_' and '-' "
+                          f"(no '/', no '..', at most 128 characters)")
+    return name
 
 
 @dataclass(frozen=True)
 class RunPaths:
     root: Path
+    _lock: list[int] = field(default_factory=list, compare=False, repr=False)  # the held lock's descriptor
+
+    def unlock(self) -> None:
+        """Give the folder's lock back (the run is over); idempotent."""
+        while self._lock:
+            os.close(self._lock.pop())
 
     @property
     def config(self) -> Path:
@@ -80,29 +110,76 @@ class StepPaths:
         return self.triage / f"g{group_index:04d}.json"
 
 
-_RUN_ENTRIES = {"run.json", "metrics.jsonl", "failure_queue.jsonl", "wandb"}
+_RUN_ENTRIES = {"run.json", "metrics.jsonl", "failure_queue.jsonl", "wandb", LOCK_NAME}
 
 
-def check_run_dir(out: str | Path, name: str) -> Path:
-    """``out/name``, refused (:class:`RunDirError`) if it exists and holds anything but a previous rollout run."""
-    root = Path(out) / name
+def check_out_dir(out: str | Path) -> Path:
+    """``--out`` must be a folder we can write in (or creatable under one)."""
+    path = Path(out)
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise RunDirError(f"--out {out}: {probe} is a file, not a folder: choose another --out")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise RunDirError(f"--out {out}: cannot write in {probe} (permission denied): choose another --out")
+    return path
+
+
+def check_run_dir(out: str | Path, name: str, *, overwrite: bool = False) -> Path:
+    """``out/name``, refused (:class:`RunDirError`) if it is foreign, or a previous run and not ``overwrite``."""
+    root = Path(out) / check_run_name(name)
+    check_out_dir(out)
     if root.exists():
         if not root.is_dir():
             raise RunDirError(f"{root} exists and is not a folder: choose another --name or --out")
-        strangers = [p.name for p in root.iterdir() if p.name not in _RUN_ENTRIES and not p.name.startswith("step-")]
+        entries = [p.name for p in root.iterdir()]
+        strangers = [e for e in entries if e not in _RUN_ENTRIES and not e.startswith("step-")]
         if strangers:
             raise RunDirError(f"{root} exists and does not look like a rollout run (it holds {strangers[0]!r}): "
                               f"choose another --name or --out")
+        if not overwrite and any(e != LOCK_NAME for e in entries):
+            raise RunDirError(f"{root} holds a previous run named {name!r}: choose another --name, or pass "
+                              f"--overwrite to replace it")
     return root
 
 
-def prepare_run_dir(out: str | Path, name: str) -> RunPaths:
-    """Create ``out/name``; a previous rollout run of the same name is replaced, anything else is refused."""
-    root = check_run_dir(out, name)
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    return RunPaths(root)
+def prepare_run_dir(out: str | Path, name: str, *, overwrite: bool = False) -> RunPaths:
+    """Create and lock ``out/name`` for this run; the lock is held until :meth:`RunPaths.unlock`.
+
+    Refused (:class:`RunDirError`) while another run holds the lock, for a foreign folder, and for a
+    previous run's folder unless ``overwrite`` (then its contents are replaced, under the lock).
+    """
+    root = check_run_dir(out, name, overwrite=overwrite)
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip()
+        os.close(fd)
+        raise RunDirError(f"{root} is in use by another running rollout (pid {holder or '?'}): choose another "
+                          f"--name, or wait for it to finish") from None
+    try:
+        check_run_dir(out, name, overwrite=overwrite)  # again, now that no other run can change it
+        for entry in root.iterdir():
+            if entry.name == LOCK_NAME:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    return RunPaths(root, [fd])
 
 
 def write_triage(paths: StepPaths, group: GroupRun, *, step: int, finished_at: float) -> Path:

@@ -6,6 +6,7 @@ technical-failure streak) lives in explicit objects created here, once per run.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ DEFAULT_EPISODE_CONCURRENCY = 64
 
 
 def default_run_name() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
+    """The time to the second plus 16 random bits: two runs started in the same second still differ."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,16 @@ async def run_rollout(
 ) -> RunResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
-    ``paths``: a run folder already prepared (:func:`prepare_run_dir`); by default it is prepared here.
+    ``paths``: a run folder already prepared (and locked) by :func:`prepare_run_dir`, which the caller
+    unlocks; by default it is prepared here and unlocked when the run ends.
     """
-    paths = paths or prepare_run_dir(config.out, config.name)
+    if paths is None:
+        paths = prepare_run_dir(config.out, config.name)
+        try:
+            return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
+                                     extra_config=extra_config, paths=paths)
+        finally:
+            paths.unlock()
     atomic_write_json(paths.config, {
         "name": config.name,
         "steps": config.steps,

@@ -49,21 +49,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def load_supply(path: Path) -> list[tuple[str, float]]:
-    """Read a supply file: JSON ``[[verdict, duration], ...]`` or CSV with ``verdict`` and ``duration`` columns."""
+    """Read a supply file: JSON ``[[verdict, duration], ...]`` or CSV with ``verdict`` and ``duration`` columns.
+
+    Anything else raises ``ValueError`` naming the file, the item and what is expected.
+    """
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".csv":
         rows = list(csv.DictReader(text.splitlines()))
         if rows and not {"verdict", "duration"} <= rows[0].keys():
-            raise ValueError(f"{path}: CSV needs the columns verdict,duration; found {sorted(rows[0])}")
-        return [(row["verdict"], float(row["duration"])) for row in rows]
-    data: Any = json.loads(text)
+            raise ValueError(f"{path}: CSV needs the columns verdict,duration; found {sorted(k for k in rows[0] if k)}")
+        items: list[Any] = []
+        for line, row in enumerate(rows, start=2):
+            if row.get("verdict") in (None, "") or row.get("duration") in (None, ""):
+                raise ValueError(f"{path}: line {line} needs both a verdict and a duration, got {row}")
+            items.append([row["verdict"], row["duration"]])
+        return _pairs(path, items, "line", start=2)
+    try:
+        data: Any = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply; expected a flat list of [verdict, duration] pairs") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a JSON list of [verdict, duration] pairs")
-    return [(str(item[0]), float(item[1])) for item in data]
+    return _pairs(path, data, "item", start=0)
+
+
+def _pairs(path: Path, items: list[Any], unit: str, *, start: int) -> list[tuple[str, float]]:
+    pairs = []
+    for i, item in enumerate(items, start=start):
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ValueError(f"{path}: {unit} {i} must be a [verdict, duration] pair, got {item!r:.80}")
+        verdict, duration = item
+        if not isinstance(verdict, str):
+            raise ValueError(f"{path}: {unit} {i}: the verdict must be a string, got {verdict!r:.80}")
+        try:
+            seconds = float(duration)
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: {unit} {i}: the duration must be a number of seconds, "
+                             f"got {duration!r:.80}") from None
+        pairs.append((verdict, seconds))
+    return pairs
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from shopsimrl.sampling.guard import TooManyTechnicalFailures
@@ -82,10 +113,10 @@ def run(args: argparse.Namespace) -> int:
             max_consecutive_failed_groups=args.max_consecutive_failed_groups,
         )
     except (KnobError, ValueError, OSError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         return 2
     except (SupplyExhausted, TooManyTechnicalFailures) as exc:
-        console.print(f"[red]{type(exc).__name__}:[/] {exc}")
+        console.print(f"[red]{type(exc).__name__}:[/] {escape(str(exc))}")
         return 3
     if args.json:
         print(json.dumps({"summary": result.summary(), "accepted": result.accepted, "fallback": result.fallback,

@@ -169,3 +169,163 @@ async def test_read_timeouts_are_not_retried() -> None:
         await client.step("lease", "search[x]")
     assert attempts == 1
     await client.aclose()
+
+
+class _ReplyLost(httpx.AsyncBaseTransport):
+    """Forwards to the real server, then drops the reply of the first ``lose`` requests to ``path``:
+    the server has acted on them, the client sees a broken connection."""
+
+    def __init__(self, path: str, lose: int = 1) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.path = path
+        self.lose = lose
+        self.sent = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path == self.path:
+            self.sent += 1
+            if self.lose:
+                self.lose -= 1
+                await response.aread()
+                await response.aclose()
+                raise httpx.ReadError("connection reset before the reply", request=request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_step_whose_reply_was_lost_is_retried_without_being_applied_twice(
+        server: tuple[ShopSimEnv, str]) -> None:
+    env, url = server
+    task = env.list_tasks("train")[2]
+    transport = _ReplyLost("/step")
+    async with HttpEnvClient(url, transport=transport, retry_backoff=0.01) as client:
+        start = await client.reset(task)
+        steps_before = env.counters()["steps"]
+        result = await client.step(start.lease_id, "search[red boots]")
+        assert transport.sent == 2  # the first attempt reached the server, its reply was lost
+        assert env.counters()["steps"] == steps_before + 1  # ... and the retry was answered, not applied
+        assert result.info["steps"] == 1
+        await client.release(start.lease_id)
+
+
+async def test_a_release_whose_reply_was_lost_counts_as_released(server: tuple[ShopSimEnv, str]) -> None:
+    env, url = server
+    transport = _ReplyLost("/release")
+    async with HttpEnvClient(url, transport=transport, retry_backoff=0.01) as client:
+        start = await client.reset(env.list_tasks("train")[3])
+        await client.release(start.lease_id)  # the retry gets 409 "gone": released, not an error
+        assert transport.sent == 2
+        with pytest.raises(LeaseConflictError):  # a stale lease on the first attempt is still the caller's bug
+            await client.release(start.lease_id)
+    assert env.counters()["leased"] == 0
+
+
+async def test_a_release_retries_until_the_server_answers() -> None:
+    calls = 0
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise httpx.ReadTimeout("server stalled", request=request)
+        return httpx.Response(200, json={"released": True})
+
+    async with HttpEnvClient("http://127.0.0.1:9", transport=httpx.MockTransport(flaky),
+                             retry_backoff=0.01) as client:
+        await client.release("lease")
+    assert calls == 3
+
+
+async def test_an_abandoned_reset_never_takes_a_slot(small_db: Path) -> None:
+    env = ShopSimEnv(small_db, slots=1, reset_timeout=5.0)
+    with ServerThread(env) as srv:
+        task = env.list_tasks("train")[0]
+        async with HttpEnvClient(srv.url) as holder, httpx.AsyncClient(base_url=srv.url) as raw:
+            held = await holder.reset(task)
+            with pytest.raises(httpx.ReadTimeout):  # the server would wait 5 s for a slot; we leave after 0.3 s
+                await raw.post("/reset", json={"task_id": task, "timeout": 5.0}, timeout=0.3)
+            await holder.release(held.lease_id)
+            for _ in range(100):  # the slot stays free: the abandoned reset gave up its wait
+                await asyncio.sleep(0.02)
+                assert env.counters()["leased"] == 0
+            again = await holder.reset(task)
+            await holder.release(again.lease_id)
+    env.close()
+
+
+def _raw_http(url: str, data: bytes, *, read_timeout: float = 5.0) -> bytes:
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=read_timeout) as sock:
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):  # the server answered and closed mid-body
+            pass
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_an_oversized_body_is_refused_413_from_its_length_before_it_is_read(server: tuple[ShopSimEnv, str]) -> None:
+    _env, url = server
+    head = (b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 200000000\r\n\r\n")
+    reply = _raw_http(url, head + b"{")  # 200 MB announced, one byte sent: answered at once
+    assert reply.startswith(b"HTTP/1.1 413") and b"body_too_large" in reply
+
+
+def test_an_oversized_chunked_body_is_cut_off_at_the_limit(server: tuple[ShopSimEnv, str]) -> None:
+    _env, url = server
+    chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"  # 64 KiB chunks, no Content-Length
+    head = b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    reply = _raw_http(url, head + chunk * 20)  # 1.25 MiB: refused once the limit is crossed
+    assert reply.startswith(b"HTTP/1.1 413") and b"body_too_large" in reply
+
+
+async def test_oversized_headers_are_refused_431(server: tuple[ShopSimEnv, str]) -> None:
+    _env, url = server
+    async with httpx.AsyncClient(base_url=url) as raw:
+        r = await raw.get("/healthz", headers={"x-big": "a" * (128 << 10)})
+    assert r.status_code == 431 and r.json()["error"]["code"] == "headers_too_large"
+
+
+def test_a_body_that_never_arrives_is_refused_408(small_db: Path) -> None:
+    env = ShopSimEnv(small_db, slots=1)
+    with ServerThread(env, body_timeout=0.3) as srv:
+        head = b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        reply = _raw_http(srv.url, head + b'{"lease_id"')  # 11 of 100 bytes, then silence
+        assert reply.startswith(b"HTTP/1.1 408") and b"body_timeout" in reply
+    env.close()
+
+
+def test_endless_headers_are_cut_off_while_they_arrive(server: tuple[ShopSimEnv, str]) -> None:
+    _env, url = server
+    reply = _raw_http(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (8 << 20))  # never ends
+    assert reply.startswith(b"HTTP/1.1 431") and b"headers_too_large" in reply
+
+
+async def test_an_idle_lease_is_reclaimed_after_the_ttl(small_db: Path) -> None:
+    env = ShopSimEnv(small_db, slots=2, idle_timeout=0.3)
+    with ServerThread(env) as srv:
+        async with HttpEnvClient(srv.url) as client:
+            start = await client.reset(env.list_tasks("train")[0])
+            assert (await client.healthz())["leased"] == 1
+            await asyncio.sleep(0.5)  # the client vanished: nobody steps or releases
+            health = await client.healthz()
+            assert health["leased"] == 0 and health["free_slots"] == 2
+            with pytest.raises(LeaseConflictError):
+                await client.step(start.lease_id, "search[x]")
+            assert env.counters()["expired"] == 1
+    env.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -55,3 +56,47 @@ def test_wandb_missing_is_a_clear_refusal(tmp_path, capsys, no_work, monkeypatch
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
     assert cli.main(["--out", str(tmp_path), "--name", "r", "--wandb"]) == 2
     assert "pip install 'shopsimrl[wandb]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1"])
+def test_a_non_finite_temperature_is_refused(tmp_path, capsys, no_work, value):
+    assert cli.main(["--out", str(tmp_path), "--name", "r", f"--temperature={value}"]) == 2
+    assert "--temperature must be a finite number >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".hidden", "x..y", "", "a" * 200])
+def test_a_name_must_be_a_plain_name(tmp_path, capsys, no_work, name):
+    assert cli.main(["--out", str(tmp_path / "out"), "--name", name]) == 2
+    assert "is not a plain name" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "x").exists()
+
+
+def test_a_file_as_out_is_refused(tmp_path, capsys, no_work):
+    (tmp_path / "f").write_text("x")
+    assert cli.main(["--out", str(tmp_path / "f"), "--name", "r"]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits (tests/faults covers a read-only mount)")
+def test_an_unwritable_out_is_refused(tmp_path, capsys, no_work):
+    locked = tmp_path / "ro"
+    locked.mkdir(mode=0o555)
+    assert cli.main(["--out", str(locked / "runs"), "--name", "r"]) == 2
+    assert "permission denied" in capsys.readouterr().err
+
+
+def test_a_finished_run_is_kept_unless_overwrite(tmp_path, capsys, no_work):
+    run = tmp_path / "r"
+    (run / "step-1").mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    assert cli.main(["--out", str(tmp_path), "--name", "r"]) == 2
+    assert "pass --overwrite to replace it" in capsys.readouterr().err
+    assert (run / "run.json").exists()
+
+
+def test_default_names_differ_within_one_second():
+    from shopsimrl.rollout.run import default_run_name
+
+    names = {default_run_name() for _ in range(50)}
+    assert len(names) > 40  # 16 random bits: a collision in 50 draws is rare; all-equal would mean no suffix

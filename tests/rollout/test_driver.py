@@ -201,9 +201,15 @@ def test_consecutive_failure_stop_spans_steps_and_names_the_trace_folder(tmp_pat
     exc = info.value
     assert exc.count == SMALL.max_consecutive_failed_groups
     step2 = tmp_path / "run" / "step-2"
-    assert str(step2 / "traces") in str(exc)
+    assert f"traces and triage are under {step2} " in str(exc)  # step-2/traces and step-2/triage
+    assert exc.trace_dir == str(step2) and (step2 / "triage").is_dir()  # synthetic episodes write no traces
     events = load_events(step2)
     assert [e["event"] for e in events][-2:] == ["stopped", "abort"]
+    stopped = events[-2]
+    assert stopped["groups"] == [int(g) for g in exc.groups] and all(type(g) is int for g in stopped["groups"])
+    trigger = [e for e in events if e["event"] == "decision" and e["index"] == stopped["groups"][-1]]
+    assert len(trigger) == 1 and trigger[0]["decision"] == "dropped" and trigger[0]["stopped_run"] is True
+    assert trigger[0]["reason"] == REASON_TECHNICAL
     assert not (step2 / "batch.jsonl").exists()
     assert (tmp_path / "run" / "step-1" / "batch.jsonl").exists()
 

@@ -237,8 +237,28 @@ def test_episode_concurrency_is_capped_to_the_env_servers_slots(shop_cache, tmp_
                          "--out", str(tmp_path), "--name", "capped"])
         err = capsys.readouterr().err
         assert code == 0, err
-        assert "has 3 slots: running at most 3 episodes at once" in err
+        assert "has 3 free slots of 3: running at most 3 episodes at once" in err
         assert small.counters()["leased"] == 0
+
+
+def test_concurrency_follows_the_free_slots_when_another_client_holds_some(shop_cache, tmp_path, capsys):
+    with ShopSimEnv(build_catalog(PRODUCTS, CATALOG_SEED, shop_cache), slots=5) as small, ServerThread(small) as server:
+        other = [small.reset(small.list_tasks("train")[i]).lease_id for i in range(3)]  # another client's episodes
+        code = cli.main([*SMALL_ARGS, "--env", server.url, "--episode-concurrency", "16",
+                         "--out", str(tmp_path), "--name", "shared"])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "has 2 free slots of 5 (3 are leased by other clients): running at most 2 episodes" in err
+        assert read_json(tmp_path / "shared" / "run.json")["episode_concurrency"] == 2
+        assert small.counters()["leased"] == 3  # ours all released, the other client's untouched
+        for lease in other:
+            small.release(lease)
+        others = [small.reset(small.list_tasks("train")[i]).lease_id for i in range(5)]
+        code = cli.main([*SMALL_ARGS, "--env", server.url, "--out", str(tmp_path), "--name", "full"])
+        assert code == 2 and "all 5 slots of the env server" in capsys.readouterr().err
+        assert not (tmp_path / "full").exists()
+        for lease in others:
+            small.release(lease)
 
 
 def test_an_unreachable_env_server_is_refused_before_any_work(tmp_path, capsys):
