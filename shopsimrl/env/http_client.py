@@ -21,14 +21,17 @@ from typing import Any
 import httpx
 
 from shopsimrl.env import wire
+from shopsimrl.env.auth import bearer_headers
 from shopsimrl.env.types import EnvError, EnvUnavailableError, ResetResult, StepResult, Task
 
 
 class HttpEnvClient:
     def __init__(self, base_url: str, timeout: float = 30.0, *, connect_retries: int = 3,
                  retry_backoff: float = 0.2, slot_timeout: float | None = None, max_connections: int = 256,
-                 shards: int = 32, transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 shards: int = 32, transport: httpx.AsyncBaseTransport | None = None,
+                 token: str | None = None) -> None:
         """``slot_timeout``: how long the server may wait for a free slot in reset (None: its default).
+        ``token``: the servers' shared token, sent as ``Authorization: Bearer`` (env/auth.py).
 
         The reset request's read timeout is widened by that wait.
         """
@@ -41,7 +44,7 @@ class HttpEnvClient:
         limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
         self._clients = [
             httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(timeout), limits=limits,
-                              transport=transport)
+                              transport=transport, headers=bearer_headers(token))
             for _ in range(1 if transport is not None else max(1, shards))
         ]
         self._round_robin = itertools.cycle(range(len(self._clients)))

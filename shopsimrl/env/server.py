@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shopsimrl.env import wire
+from shopsimrl.env.auth import BearerTokenMiddleware
 from shopsimrl.env.core import ShopSimEnv
+from shopsimrl.env.fingerprint import env_fingerprint
 from shopsimrl.env.types import EnvError
 
 MAX_ACTION_CHARS = 8192  # beyond this a body is malformed (422); queries over 512 are a 400
@@ -54,9 +56,15 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data, ensure_ascii=False), status_code=status, media_type="application/json")
 
 
-def create_app(env: ShopSimEnv, *, threads: int = 16) -> FastAPI:
-    """The app; ``threads`` bounds the worker threads running steps (searches release the GIL)."""
+def create_app(env: ShopSimEnv, *, threads: int = 16, token: str | None = None) -> FastAPI:
+    """The app; ``threads`` bounds the worker threads running steps (searches release the GIL).
+
+    ``token``: every endpoint but ``/healthz`` then requires ``Authorization: Bearer <token>`` (env/auth.py).
+    """
     app = FastAPI(title="ShopSim", version="1", docs_url="/docs", redoc_url=None)
+    if token is not None:
+        app.add_middleware(BearerTokenMiddleware, token=token)
+    fingerprint = env_fingerprint(env)  # immutable for the env's life: computed once
     reset_limiter = anyio.CapacityLimiter(env.slots + 8)
     ops_limiter = anyio.CapacityLimiter(threads)
 
@@ -110,7 +118,7 @@ def create_app(env: ShopSimEnv, *, threads: int = 16) -> FastAPI:
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return _json(env.health())
+        return _json({**env.health(), "fingerprint": fingerprint})
 
     @app.get("/counters")
     def counters() -> Response:
@@ -119,11 +127,12 @@ def create_app(env: ShopSimEnv, *, threads: int = 16) -> FastAPI:
     return app
 
 
-def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_level: str = "warning") -> None:
+def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_level: str = "warning",
+          token: str | None = None) -> None:
     """Run the server in the foreground until interrupted."""
     import uvicorn
 
-    uvicorn.run(create_app(env), host=host, port=port, log_level=log_level, access_log=False)
+    uvicorn.run(create_app(env, token=token), host=host, port=port, log_level=log_level, access_log=False)
 
 
 class ServerThread:
@@ -133,12 +142,12 @@ class ServerThread:
     """
 
     def __init__(self, env: ShopSimEnv, host: str = "127.0.0.1", port: int = 0, *,
-                 log_level: str = "warning") -> None:
+                 log_level: str = "warning", token: str | None = None) -> None:
         import threading
 
         import uvicorn
 
-        config = uvicorn.Config(create_app(env), host=host, port=port, log_level=log_level, access_log=False,
+        config = uvicorn.Config(create_app(env, token=token), host=host, port=port, log_level=log_level, access_log=False,
                                 lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="shopsim-server", daemon=True)
