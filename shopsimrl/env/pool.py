@@ -167,7 +167,8 @@ class EnvPool:
                         f"({'; '.join(differences)}): start every server with the same --products, --seed, "
                         f"--tasks and --action-limit")
                 self._apply_health(server, body)
-            await asyncio.gather(*(self._check_token(s) for s in self._servers))
+            for server in self._servers:  # in order, so the first server that refuses is the one named
+                await self._check_token(server)
             self._refresher = asyncio.create_task(self._refresh_forever(), name="shopsim-env-pool-refresh")
 
     async def _healthz(self, server: _Server) -> dict[str, Any]:

@@ -76,7 +76,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                      help="live view on a terminal, plain log lines otherwise")
     env = p.add_argument_group("environment")
-    env.add_argument("--env", default=IN_PROCESS, help=f"'{IN_PROCESS}' or the URL of a ShopSim env server (http://host:port)")
+    env.add_argument("--env", default=IN_PROCESS,
+                     help=f"'{IN_PROCESS}', the URL of a ShopSim env server (http://host:port), or several URLs "
+                          "separated by commas (episodes go to the server with the most free slots)")
+    env.add_argument("--env-token-file", default=None,
+                     help="file holding the env servers' shared token (default: $SHOPSIM_ENV_TOKEN or "
+                          "$SHOPSIM_ENV_TOKEN_FILE, if set)")
     env.add_argument("--products", type=int, default=DEFAULT_PRODUCTS, help="catalog size of the in-process env")
     env.add_argument("--catalog-seed", type=int, default=DEFAULT_CATALOG_SEED, help="catalog seed of the in-process env")
     pol = p.add_argument_group("policy")
@@ -133,12 +138,20 @@ def check_options(args: argparse.Namespace) -> None:
         (args.max_steps >= 1, f"--max-steps (turns per episode) must be >= 1, got {args.max_steps}"),
         (0.0 <= args.fault_rate <= 1.0, f"--fault-rate is a probability within [0, 1], got {args.fault_rate}"),
         (args.products >= 1, f"--products must be >= 1, got {args.products}"),
-        (args.env == IN_PROCESS or args.env.startswith(("http://", "https://")),
-         f"--env must be '{IN_PROCESS}' or an http(s):// URL of an env server, got {args.env!r}"),
     )
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
+    if args.env != IN_PROCESS:
+        from shopsimrl.env.pool import parse_env_urls
+
+        try:
+            parse_env_urls(args.env)
+        except ValueError as exc:
+            raise UsageError(f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers separated by "
+                             f"commas: {exc}") from exc
+    elif args.env_token_file is not None:
+        raise UsageError("--env-token-file: used only with --env URL")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -147,6 +160,11 @@ def handle(args: argparse.Namespace) -> int:
         knobs = knobs_from_args(args)
         check_options(args)
         options = policy_options(args)
+        token = None
+        if args.env != IN_PROCESS:
+            from shopsimrl.env.auth import load_token
+
+            token = load_token(args.env_token_file)  # TokenError is a ValueError: refused below
         if args.name is not None:
             from shopsimrl.rollout.outputs import check_run_dir
 
@@ -158,15 +176,16 @@ def handle(args: argparse.Namespace) -> int:
     except (KnobError, ValueError, RuntimeError) as exc:  # knobs, options, run folder, W&B missing
         _stderr(f"shopsimrl rollout: refused: {exc}")
         return EXIT_REFUSED
-    return asyncio.run(_run(args, knobs, options))
+    return asyncio.run(_run(args, knobs, options, token))
 
 
-async def _open_env(args: argparse.Namespace) -> Any:
-    """The env client: in-process ShopSim (catalog built on first use, then cached) or an env server's URL."""
+async def _open_env(args: argparse.Namespace, token: str | None = None) -> Any:
+    """The env client: in-process ShopSim (catalog built on first use, then cached), an env server's URL,
+    or an :class:`~shopsimrl.env.pool.EnvPool` over several."""
     if args.env != IN_PROCESS:
-        from shopsimrl.env import HttpEnvClient
+        from shopsimrl.env.pool import make_env_client
 
-        return HttpEnvClient(args.env)
+        return make_env_client(args.env, token=token)
     from shopsimrl.env import InProcessEnvClient, catalog_path, load_env
 
     if not catalog_path(args.products, args.catalog_seed).exists():
@@ -177,7 +196,8 @@ async def _open_env(args: argparse.Namespace) -> Any:
     return InProcessEnvClient(env, owns_env=True)
 
 
-async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any]) -> int:
+async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any],
+               token: str | None = None) -> int:
     from rich.console import Console
 
     from shopsimrl.agent import make_policy
@@ -198,22 +218,31 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
         console = Console(width=max(console.width, 150))
-    env = await _open_env(args)
+    env = await _open_env(args, token)
     logger = None
     code = EXIT_FAILED
     try:
-        if hasattr(env, "healthz"):  # an env server: reachable, and enough slots for our episodes?
+        if hasattr(env, "healthz"):  # env server(s): reachable, the same shop, enough slots for our episodes?
+            several = hasattr(env, "status")
             try:
                 slots = int((await env.healthz())["slots"])
             except EnvError as exc:
-                _stderr(f"shopsimrl rollout: refused: the env server at {args.env} does not answer /healthz: {exc}")
+                reason = str(exc) if several else f"the env server at {args.env} does not answer /healthz: {exc}"
+                _stderr(f"shopsimrl rollout: refused: {reason}")
                 return EXIT_REFUSED
             if config.episode_concurrency > slots:
-                _stderr(f"shopsimrl rollout: the env server has {slots} slots: running at most {slots} episodes at "
+                who = f"the {len(env.status())} env servers have {slots} slots in all" if several else \
+                    f"the env server has {slots} slots"
+                _stderr(f"shopsimrl rollout: {who}: running at most {slots} episodes at "
                         f"once instead of --episode-concurrency {config.episode_concurrency} (more would only wait "
                         f"for a slot and time out; start the server with --slots to raise it)")
                 config = dataclasses.replace(config, episode_concurrency=slots)
-        task_ids = await env.list_tasks("train")
+        try:
+            task_ids = await env.list_tasks("train")
+        except EnvError as exc:  # e.g. a server that refuses our token (its /healthz is open)
+            _stderr(f"shopsimrl rollout: refused: the env server at {args.env} refuses to list tasks: "
+                    f"[{exc.code}] {exc}")
+            return EXIT_REFUSED
         if len(task_ids) < knobs.over_sampling_batch_size:
             _stderr(f"shopsimrl rollout: refused: the train split has {len(task_ids)} tasks but a wave submits "
                       f"{knobs.over_sampling_batch_size} distinct ones: use a larger catalog (--products) or a "
