@@ -119,7 +119,10 @@ class EnvPool:
         self.refresh_interval = refresh_interval
         self.backoff = backoff
         self.max_backoff = max_backoff
-        factory = client_factory or (lambda url: HttpEnvClient(url, timeout, slot_timeout=slot_timeout, token=token))
+        # Each server carries 1/n of the load: fewer connection-pool shards each (HttpEnvClient's docstring).
+        shards = max(4, 32 // len(self.urls))
+        factory = client_factory or (lambda url: HttpEnvClient(url, timeout, slot_timeout=slot_timeout, token=token,
+                                                               shards=shards))
         self._servers = [_Server(url, factory(url)) for url in self.urls]
         self._probe = httpx.AsyncClient(timeout=httpx.Timeout(probe_timeout), headers=bearer_headers(token))
         self._leases: dict[str, _Server] = {}

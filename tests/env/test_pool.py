@@ -75,7 +75,7 @@ def test_parse_env_urls() -> None:
 
 
 async def test_one_url_is_a_plain_client_several_a_pool() -> None:
-    single = make_env_client("http://127.0.0.1:9")
+    single = make_env_client("http://127.0.0.1:9", shards=2)
     pool = make_env_client("http://127.0.0.1:9,http://127.0.0.1:10")
     assert isinstance(single, HttpEnvClient) and isinstance(pool, EnvPool) and isinstance(pool, EnvClient)
     await single.aclose()
@@ -218,12 +218,12 @@ async def test_a_wrong_or_missing_token_is_refused_at_start(small_db: Path) -> N
     a, b = Shop(small_db, token=TOKEN), Shop(small_db, token=TOKEN)
     try:
         for token, what in ((None, "no token"), ("wrong-token-0123456789", "a wrong token")):
-            pool = EnvPool([a.url, b.url], token=token)
+            pool = EnvPool([a.url, b.url], token=token, client_factory=fast_client(token))
             with pytest.raises(EnvError) as info:
                 await pool.start()
             await pool.aclose()
             assert info.value.code == "unauthorized" and what in str(info.value) and a.url in str(info.value)
-        async with EnvPool([a.url, b.url], token=TOKEN, **FAST) as pool:
+        async with EnvPool([a.url, b.url], token=TOKEN, client_factory=fast_client(TOKEN), **FAST) as pool:
             start = await pool.reset(a.env.list_tasks("train")[0])
             await pool.step(start.lease_id, "search[boots]")
             await pool.release(start.lease_id)
