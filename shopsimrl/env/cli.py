@@ -47,6 +47,10 @@ def register(subparsers: Any) -> None:
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
     build.set_defaults(handler=_build)
 
+    from shopsimrl.env.cluster import register as register_ray_serve
+
+    register_ray_serve(sub, _catalog_args)
+
     play = sub.add_parser("play", help="play an episode in the terminal")
     play.add_argument("--task", default=None, help="task id (default: a random task of --split)")
     play.add_argument("--split", default="train", choices=("train", "val", "test"))
