@@ -17,6 +17,7 @@ inside these functions, never by ``import shopsimrl``.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -181,6 +182,9 @@ def _ray_serve(args: argparse.Namespace) -> int:
         token = load_token(args.token_file)
     except TokenError as exc:
         return refuse(str(exc))
+    if args.address == "auto" and os.environ.get("RAY_ADDRESS", "").startswith(("http://", "https://")):
+        # the dashboard URL the launch scripts give `ray job submit`, not a cluster address: find the local one
+        os.environ.pop("RAY_ADDRESS")
     previous = signal.getsignal(signal.SIGTERM)
     servers = None
     try:
