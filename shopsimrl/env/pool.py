@@ -55,6 +55,7 @@ DEFAULT_REFRESH_INTERVAL = 1.0
 DEFAULT_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 30.0
 DEFAULT_PROBE_TIMEOUT = 2.0
+PROBE_TIMEOUTS_TO_DOWN = 3
 
 ClientFactory = Callable[[str], Any]
 
@@ -90,6 +91,7 @@ class _Server:
     ours: int = 0  # our leases on it, resets in flight included
     up: bool = True
     failures: int = 0  # consecutive failed contacts: the back-off doubles with each
+    slow_probes: int = 0  # consecutive /healthz probes that timed out
     retry_at: float = 0.0
     excluded: str | None = None  # a reason it may never come back (another fingerprint)
     last_error: str | None = None
@@ -213,8 +215,14 @@ class EnvPool:
         bodies = await asyncio.gather(*(self._healthz(s) for s in due), return_exceptions=True)
         for server, body in zip(due, bodies):
             if isinstance(body, BaseException):
-                self._mark_down(server, body)
+                # A slow answer from a busy server is not a dead server: only a refused connection, an
+                # error answer or PROBE_TIMEOUTS_TO_DOWN slow answers in a row take it out of placement.
+                slow = isinstance(body.__cause__, httpx.TimeoutException)
+                server.slow_probes = server.slow_probes + 1 if slow else 0
+                if not slow or not server.up or server.slow_probes >= PROBE_TIMEOUTS_TO_DOWN:
+                    self._mark_down(server, body)
                 continue
+            server.slow_probes = 0
             fingerprint = body.get("fingerprint")
             differences = (fingerprint_differences(self._reference or {}, fingerprint)
                            if isinstance(fingerprint, dict) else ["no fingerprint"])

@@ -274,3 +274,34 @@ def test_lease_accounting_stays_exact(two: tuple[Shop, Shop], ops: list[str]) ->
         assert a.env.counters()["leased"] == 0 and b.env.counters()["leased"] == 0
 
     asyncio.run(play())
+
+
+async def test_slow_health_answers_do_not_take_a_busy_server_out_at_once(two: tuple[Shop, Shop]) -> None:
+    import httpx
+
+    a, b = two
+    behaviour = {"b": "ok"}
+
+    async def probe(request: httpx.Request) -> httpx.Response:
+        if request.url.port == b.port and behaviour["b"] != "ok":
+            exc = httpx.ReadTimeout if behaviour["b"] == "slow" else httpx.ConnectError
+            raise exc("simulated", request=request)
+        async with httpx.AsyncClient() as real:
+            return await real.get(str(request.url))
+
+    async with EnvPool([a.url, b.url], client_factory=fast_client(), refresh_interval=3600) as pool:
+        await pool._probe.aclose()
+        pool._probe = httpx.AsyncClient(transport=httpx.MockTransport(probe))
+        behaviour["b"] = "slow"
+        for _ in range(2):
+            await pool.refresh()
+            assert pool.status()[1]["up"]  # busy, not dead
+        await pool.refresh()
+        assert not pool.status()[1]["up"]  # three slow answers in a row: out of placement
+        behaviour["b"] = "ok"
+        pool._servers[1].retry_at = 0.0
+        await pool.refresh()
+        assert pool.status()[1]["up"]
+        behaviour["b"] = "refused"
+        await pool.refresh()
+        assert not pool.status()[1]["up"]  # a refused connection: out at once
