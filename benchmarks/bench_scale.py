@@ -23,12 +23,13 @@ import multiprocessing
 import os
 import platform
 import random
+import queue
 import re
-import selectors
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -76,24 +77,24 @@ class Servers:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.urls: list[str] = []
         self.pids: list[int] = []
-        assert self.proc.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(self.proc.stdout, selectors.EVENT_READ)
+        lines: queue.Queue[str] = queue.Queue()  # a reader thread: select() cannot see lines already buffered
+        threading.Thread(target=lambda: [lines.put(line) for line in self.proc.stdout or ()], daemon=True).start()
         deadline = time.monotonic() + 180
         while not self.urls:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"env serve --processes {processes} did not start")
-            if selector.select(1.0):
-                line = self.proc.stdout.readline()
-                if match := re.search(r"pids ([\d, ]+)\)", line):
-                    self.pids = [int(p) for p in match.group(1).split(", ")]
-                if line.startswith("SHOPSIM_ENV_URL="):
-                    self.urls = line.strip().split("=", 1)[1].split(",")
-                if processes == 1 and line.startswith("ShopSim serving on"):  # one process: no supervisor
-                    self._wait_healthy(f"http://127.0.0.1:{port}", deadline)
-                    self.urls, self.pids = [f"http://127.0.0.1:{port}"], [self.proc.pid]
-        selector.close()
+            try:
+                line = lines.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if match := re.search(r"pids ([\d, ]+)\)", line):
+                self.pids = [int(p) for p in match.group(1).split(", ")]
+            if line.startswith("SHOPSIM_ENV_URL="):
+                self.urls = line.strip().split("=", 1)[1].split(",")
+            if processes == 1 and line.startswith("ShopSim serving on"):  # one process: no supervisor
+                self._wait_healthy(f"http://127.0.0.1:{port}", deadline)
+                self.urls, self.pids = [f"http://127.0.0.1:{port}"], [self.proc.pid]
 
     def _wait_healthy(self, url: str, deadline: float) -> None:
         while time.monotonic() < deadline:

@@ -7,7 +7,8 @@ built (or found) once, here, before any child starts, so the children only open
 it.  The supervisor prints the URLs once every child answers ``/healthz`` and
 stops them all, by PID, on Ctrl-C or SIGTERM.  A child that dies later is
 reported and the others go on (the multi-server client routes around it); the
-supervisor exits when none is left.
+supervisor exits when none is left.  On Linux the children also get SIGTERM if the
+supervisor itself is killed outright (SIGKILL), so no server is left orphaned.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def supervise(host: str, first_port: int, processes: int, serve_args: Sequence[s
     try:
         for i in range(processes):
             port = first_port + i
-            process = subprocess.Popen(child_command(port, serve_args), env=env, stdout=subprocess.DEVNULL)
+            process = subprocess.Popen(child_command(port, serve_args), env=env, stdout=subprocess.DEVNULL,
+                                       preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
             children.append(Child(port, f"http://{url_host(host)}:{port}", process))
         problem = _wait_ready(children, STARTUP_TIMEOUT)
         if problem is not None:
@@ -137,6 +139,16 @@ def supervise(host: str, first_port: int, processes: int, serve_args: Sequence[s
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, interrupt)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Linux, in the child before exec: SIGTERM it when the supervisor dies, even by SIGKILL (no orphans)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _raise_stop(_signum: int, _frame: FrameType | None) -> None:

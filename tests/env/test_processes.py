@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
-import selectors
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,23 +74,25 @@ class Supervisor:
         self.urls: list[str] = []
         self.pids: list[int] = []
         self.stdout: list[str] = []
+        # A reader thread, not select(): a line already in the pipe reader's buffer never wakes select() again.
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self._lines.put(line) for line in self.proc.stdout or ()],
+                         daemon=True).start()
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        assert self.proc.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(self.proc.stdout, selectors.EVENT_READ)
         deadline = time.monotonic() + timeout
         while not self.urls:
             left = deadline - time.monotonic()
             assert left > 0 and self.proc.poll() is None, f"not ready: {self.stdout} {self.stderr_now()}"
-            if selector.select(min(left, 1.0)):
-                line = self.proc.stdout.readline()
-                self.stdout.append(line)
-                if match := re.search(r"pids ([\d, ]+)\)", line):
-                    self.pids = [int(p) for p in match.group(1).split(", ")]
-                if line.startswith("SHOPSIM_ENV_URL="):
-                    self.urls = line.strip().split("=", 1)[1].split(",")
-        selector.close()
+            try:
+                line = self._lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                continue
+            self.stdout.append(line)
+            if match := re.search(r"pids ([\d, ]+)\)", line):
+                self.pids = [int(p) for p in match.group(1).split(", ")]
+            if line.startswith("SHOPSIM_ENV_URL="):
+                self.urls = line.strip().split("=", 1)[1].split(",")
 
     def stderr_now(self) -> str:
         return "" if self.proc.poll() is None or self.proc.stderr is None else self.proc.stderr.read()
@@ -137,6 +140,16 @@ def test_processes_serve_on_consecutive_ports_and_stop_together(supervisors: lis
     assert sup.proc.wait(timeout=30) == 0
     wait_gone(sup.pids)
     assert "stopping every server process" in sup.proc.stderr.read()  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_children_do_not_outlive_a_killed_supervisor(supervisors: list[Supervisor], catalog_cache: Path) -> None:
+    sup = Supervisor(catalog_cache, 2, free_ports(2))
+    supervisors.append(sup)
+    sup.wait_ready()
+    sup.proc.kill()  # SIGKILL: the supervisor cannot stop anything itself
+    sup.proc.wait(timeout=10)
+    wait_gone(sup.pids)
 
 
 def test_a_port_in_use_stops_the_others(supervisors: list[Supervisor], catalog_cache: Path) -> None:
