@@ -13,11 +13,12 @@ A run that outgrows one server process spreads its episodes over several
   the servers' free slots, and it shrinks when a server goes down.
 * **Binding.** A lease stays on the server that issued it; step, terminate and
   release of that lease go there and nowhere else.
-* **Failure.** A server that cannot be reached is marked down: it gets no new
+* **Failure.** A server that refuses connections is marked down: it gets no new
   resets, its own episodes fail (technical) while the others go on, and its
   ``/healthz`` is retried after a back-off (doubling up to ``max_backoff``).  A
   reset whose connection was refused never reached its server, so it is tried on
-  another one.
+  another one.  A call that broke mid-way (read error, timeout) fails alone and
+  triggers an immediate ``/healthz`` check, which decides.
 * **Same shop everywhere.** Before the first call, every server's fingerprint
   (env/fingerprint.py) is compared with the first one's; a mix is refused with a
   message naming the server that differs.  A server that comes back with another
@@ -92,6 +93,7 @@ class _Server:
     up: bool = True
     failures: int = 0  # consecutive failed contacts: the back-off doubles with each
     slow_probes: int = 0  # consecutive /healthz probes that timed out
+    check: asyncio.Task[None] | None = None  # a /healthz check started by a failed call
     retry_at: float = 0.0
     excluded: str | None = None  # a reason it may never come back (another fingerprint)
     last_error: str | None = None
@@ -212,31 +214,47 @@ class EnvPool:
         """Read ``/healthz`` of every server that is up or due for a retry; revive or mark down."""
         now = time.monotonic()
         due = [s for s in self._servers if s.excluded is None and (s.up or now >= s.retry_at)]
-        bodies = await asyncio.gather(*(self._healthz(s) for s in due), return_exceptions=True)
-        for server, body in zip(due, bodies):
-            if isinstance(body, BaseException):
-                # A slow answer from a busy server is not a dead server: only a refused connection, an
-                # error answer or PROBE_TIMEOUTS_TO_DOWN slow answers in a row take it out of placement.
-                slow = isinstance(body.__cause__, httpx.TimeoutException)
-                server.slow_probes = server.slow_probes + 1 if slow else 0
-                if not slow or not server.up or server.slow_probes >= PROBE_TIMEOUTS_TO_DOWN:
-                    self._mark_down(server, body)
-                continue
-            server.slow_probes = 0
-            fingerprint = body.get("fingerprint")
-            differences = (fingerprint_differences(self._reference or {}, fingerprint)
-                           if isinstance(fingerprint, dict) else ["no fingerprint"])
-            if differences:
-                server.excluded = "another fingerprint: " + "; ".join(differences)
-                server.up = False
-                log.error("env server %s came back serving another shop (%s): it gets no more episodes",
-                          server.url, server.excluded)
-                continue
-            self._apply_health(server, body)
-            if not server.up:
-                log.warning("env server %s is back after %d failed contact(s)", server.url, server.failures)
-            server.up, server.failures, server.last_error = True, 0, None
+        await asyncio.gather(*(self._probe_one(s) for s in due))
         await self._notify()
+
+    async def _probe_one(self, server: _Server) -> None:
+        try:
+            body = await self._healthz(server)
+        except EnvUnavailableError as exc:
+            # A slow answer from a busy server is not a dead server: only a refused connection, an
+            # error answer or PROBE_TIMEOUTS_TO_DOWN slow answers in a row take it out of placement.
+            slow = isinstance(exc.__cause__, httpx.TimeoutException)
+            server.slow_probes = server.slow_probes + 1 if slow else 0
+            if not slow or not server.up or server.slow_probes >= PROBE_TIMEOUTS_TO_DOWN:
+                self._mark_down(server, exc)
+            return
+        server.slow_probes = 0
+        fingerprint = body.get("fingerprint")
+        differences = (fingerprint_differences(self._reference or {}, fingerprint)
+                       if isinstance(fingerprint, dict) else ["no fingerprint"])
+        if differences:
+            server.excluded = "another fingerprint: " + "; ".join(differences)
+            server.up = False
+            log.error("env server %s came back serving another shop (%s): it gets no more episodes",
+                      server.url, server.excluded)
+            return
+        self._apply_health(server, body)
+        if not server.up:
+            log.warning("env server %s is back after %d failed contact(s)", server.url, server.failures)
+        server.up, server.failures, server.last_error = True, 0, None
+
+    def _failed(self, server: _Server, error: EnvUnavailableError) -> None:
+        """A call to ``server`` failed in transport: out at once if it refused the connection, else check it now.
+
+        A request that broke mid-way (a read error, a timeout) is also what a keep-alive race or
+        an overloaded server produce: one such failure must not take a live server out, so its
+        ``/healthz`` decides (a dead one refuses the connection there too).
+        """
+        server.last_error = f"{type(error).__name__}: {error}"
+        if _never_reached(error):
+            self._mark_down(server, error)
+        elif server.up and (server.check is None or server.check.done()):
+            server.check = asyncio.create_task(self._probe_one(server), name=f"shopsim-env-pool-check {server.url}")
 
     def _mark_down(self, server: _Server, error: BaseException) -> None:
         server.failures += 1
@@ -296,7 +314,7 @@ class EnvPool:
                 result: ResetResult = await server.client.reset(task_id)
             except EnvUnavailableError as exc:
                 await self._release_slot(server)
-                self._mark_down(server, exc)
+                self._failed(server, exc)
                 if _never_reached(exc):
                     refused.add(server)  # nothing happened there: the reset may go elsewhere
                     continue
@@ -319,7 +337,7 @@ class EnvPool:
         try:
             result: StepResult = await server.client.step(lease_id, action)
         except EnvUnavailableError as exc:
-            self._mark_down(server, exc)
+            self._failed(server, exc)
             raise
         return result
 
@@ -328,7 +346,7 @@ class EnvPool:
         try:
             result: StepResult = await server.client.terminate(lease_id, reason)
         except EnvUnavailableError as exc:
-            self._mark_down(server, exc)
+            self._failed(server, exc)
             raise
         return result
 
@@ -341,7 +359,7 @@ class EnvPool:
         try:
             await server.client.release(lease_id)
         except EnvUnavailableError as exc:
-            self._mark_down(server, exc)
+            self._failed(server, exc)
             raise
 
     async def _any(self, call: Callable[[Any], Any]) -> Any:
@@ -354,7 +372,7 @@ class EnvPool:
             try:
                 return await call(server.client)
             except EnvUnavailableError as exc:
-                self._mark_down(server, exc)
+                self._failed(server, exc)
                 errors.append(f"{server.url}: {exc}")
         raise EnvUnavailableError("no env server answered: " + "; ".join(errors))
 
@@ -389,10 +407,12 @@ class EnvPool:
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._refresher is not None:
-            self._refresher.cancel()
+        tasks = [t for t in (self._refresher, *(s.check for s in self._servers)) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             try:
-                await self._refresher
+                await task
             except asyncio.CancelledError:
                 pass
         for server in self._servers:

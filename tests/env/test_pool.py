@@ -305,3 +305,78 @@ async def test_slow_health_answers_do_not_take_a_busy_server_out_at_once(two: tu
         behaviour["b"] = "refused"
         await pool.refresh()
         assert not pool.status()[1]["up"]  # a refused connection: out at once
+
+
+ROLLOUT_ARGS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "2",
+                "--global-batch-size", "4", "--view", "plain"]
+
+
+def test_rollout_refuses_a_mix_of_shops_or_a_missing_token(small_db: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from shopsimrl.rollout import cli
+
+    a, other = Shop(small_db), Shop(small_db, action_limit=10)
+    guarded = Shop(small_db, token=TOKEN)
+    try:
+        code = cli.main([*ROLLOUT_ARGS, "--env", f"{a.url},{other.url}", "--out", str(tmp_path), "--name", "mix"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"env server {other.url} serves another shop than {a.url}" in err, err
+        code = cli.main([*ROLLOUT_ARGS, "--env", f"{a.url},{guarded.url}", "--out", str(tmp_path), "--name", "tok"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"env server {guarded.url} refuses no token" in err, err
+        code = cli.main([*ROLLOUT_ARGS, "--env", guarded.url, "--out", str(tmp_path), "--name", "tok1"])
+        err = capsys.readouterr().err
+        assert code == 2 and "unauthorized" in err, err
+        assert not any((tmp_path / name).exists() for name in ("mix", "tok", "tok1"))
+        assert a.env.counters()["resets"] == other.env.counters()["resets"] == guarded.env.counters()["resets"] == 0
+    finally:
+        a.close()
+        other.close()
+        guarded.close()
+
+
+def test_rollout_over_two_servers_with_a_token(small_db: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from shopsimrl.rollout import cli
+
+    token_file = tmp_path / "env.token"
+    token_file.write_text(TOKEN)
+    a, b = Shop(small_db, slots=3, token=TOKEN), Shop(small_db, slots=3, token=TOKEN)
+    try:
+        code = cli.main([*ROLLOUT_ARGS, "--env", f"{a.url},{b.url}", "--env-token-file", str(token_file),
+                         "--episode-concurrency", "16", "--out", str(tmp_path), "--name", "two"])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "the 2 env servers have 6 slots in all: running at most 6 episodes at once" in err
+        assert a.env.counters()["resets"] > 0 and b.env.counters()["resets"] > 0  # both served episodes
+        assert a.env.counters()["leased"] == b.env.counters()["leased"] == 0
+    finally:
+        a.close()
+        b.close()
+
+
+async def test_a_call_broken_mid_way_fails_alone_and_health_decides(two: tuple[Shop, Shop]) -> None:
+    import httpx
+
+    a, b = two
+    async with EnvPool([a.url, b.url], client_factory=fast_client(), refresh_interval=3600) as pool:
+        live, dead = pool._servers
+        broken = EnvUnavailableError("POST /step failed: ReadError")
+        broken.__cause__ = httpx.ReadError("reset by peer")
+        pool._failed(live, broken)  # a keep-alive race or an overloaded server: /healthz answers
+        assert live.check is not None
+        await live.check
+        assert live.up
+        b.stop()
+        pool._failed(dead, broken)  # the same failure on a server that is gone: /healthz is refused
+        assert dead.check is not None
+        await dead.check
+        assert not dead.up
+        b.restart()
+        dead.retry_at = 0.0
+        await pool.refresh()
+        assert dead.up
+        refused = EnvUnavailableError("cannot reach")
+        refused.__cause__ = httpx.ConnectError("refused")
+        pool._failed(dead, refused)  # a refused connection: out at once, no check needed
+        assert not dead.up
