@@ -12,7 +12,9 @@ A run that outgrows one server process spreads its episodes over several
   pool until a release or a refresh frees one: the concurrency gate is the sum of
   the servers' free slots, and it shrinks when a server goes down.
 * **Binding.** A lease stays on the server that issued it; step, terminate and
-  release of that lease go there and nowhere else.
+  release of that lease go there and nowhere else.  A release whose request broke
+  mid-way is repeated once (a repeated release is harmless: 409 when the first
+  one landed), so a dropped connection does not leave a slot leased.
 * **Failure.** A server that refuses connections is marked down: it gets no new
   resets, its own episodes fail (technical) while the others go on, and its
   ``/healthz`` is retried after a back-off (doubling up to ``max_backoff``).  A
@@ -359,8 +361,18 @@ class EnvPool:
         try:
             await server.client.release(lease_id)
         except EnvUnavailableError as exc:
-            self._failed(server, exc)
-            raise
+            if _never_reached(exc):
+                self._failed(server, exc)
+                raise
+            # Broken mid-way (a keep-alive race, a reset connection): the release may or may not have
+            # landed.  It is safe to repeat: a 409 lease_conflict then means the first one did.
+            try:
+                await server.client.release(lease_id)
+            except LeaseConflictError:
+                return
+            except EnvUnavailableError as again:
+                self._failed(server, again)
+                raise exc from again
 
     async def _any(self, call: Callable[[Any], Any]) -> Any:
         """A catalog read (same answer everywhere): the first server that answers."""

@@ -380,3 +380,30 @@ async def test_a_call_broken_mid_way_fails_alone_and_health_decides(two: tuple[S
         refused.__cause__ = httpx.ConnectError("refused")
         pool._failed(dead, refused)  # a refused connection: out at once, no check needed
         assert not dead.up
+
+
+async def test_a_release_broken_mid_way_is_repeated_so_no_slot_leaks(two: tuple[Shop, Shop]) -> None:
+    import httpx
+
+    a, b = two
+    drop = {"release": 0, "landed": False}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        async with httpx.AsyncClient() as real:
+            forwarded = await real.request(request.method, str(request.url), content=request.content,
+                                           headers={"content-type": "application/json"})
+        if request.url.path == "/release" and drop["release"] > 0:
+            drop["release"] -= 1  # the release landed, but its answer is lost
+            drop["landed"] = True
+            raise httpx.ReadError("connection reset", request=request)
+        return forwarded
+
+    factory = lambda url: HttpEnvClient(url, timeout=5, connect_retries=0,  # noqa: E731
+                                        transport=httpx.MockTransport(handler))
+    task = a.env.list_tasks("train")[0]
+    async with EnvPool([a.url, b.url], client_factory=factory, **FAST) as pool:
+        start = await pool.reset(task)
+        drop["release"] = 1
+        await pool.release(start.lease_id)  # the repeat answers 409: the first one had landed
+        assert drop["landed"] and pool.leases == 0
+        assert a.env.counters()["leased"] == b.env.counters()["leased"] == 0
