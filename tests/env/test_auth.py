@@ -166,3 +166,12 @@ def test_serve_refuses_a_non_loopback_bind_without_a_token(tmp_path: Path) -> No
     assert done.returncode == 2 and "at least 16" in done.stderr
     done = _serve("--host", "0.0.0.0", **{auth.TOKEN_ENV: "abc"})
     assert done.returncode == 2 and "SHOPSIM_ENV_TOKEN" in done.stderr
+
+
+def test_a_loopback_server_without_a_token_needs_no_header(small_db: Path) -> None:
+    with ShopSimEnv(small_db, slots=1, reset_timeout=0.5) as env, ServerThread(env) as srv:
+        with httpx.Client(base_url=srv.url, timeout=5) as http:
+            started = http.post("/reset", json={"task_id": env.list_tasks("train")[0]})
+            assert started.status_code == 200
+            assert http.post("/release", json={"lease_id": started.json()["lease_id"]}).status_code == 200
+            assert http.get("/counters").status_code == 200
