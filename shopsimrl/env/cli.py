@@ -126,14 +126,14 @@ def _serve(args: argparse.Namespace) -> int:
     if args.processes > 1 and not 1 <= args.port <= 65535 - args.processes + 1:
         return _refuse(f"--processes {args.processes} needs the ports --port..--port+{args.processes - 1}: "
                        f"give a --port between 1 and {65535 - args.processes + 1}")
-    if args.insecure and token is None and not is_loopback(args.host):
-        print(f"shopsimrl env serve: WARNING: --insecure: serving on {args.host} without a token; anyone who "
-              f"can reach port {args.port} can reset, step and release episodes", file=sys.stderr, flush=True)
     if args.token_file and not token_file_is_private(args.token_file):
         print(f"shopsimrl env serve: WARNING: the token file {args.token_file} is readable by other users "
               f"(chmod 600 it)", file=sys.stderr, flush=True)
     if args.processes > 1:
         return _serve_processes(args, token)
+    if args.insecure and token is None and not is_loopback(args.host):  # each process warns for its port
+        print(f"shopsimrl env serve: WARNING: --insecure: serving on {args.host} without a token; anyone who "
+              f"can reach port {args.port} can reset, step and release episodes", file=sys.stderr, flush=True)
     from shopsimrl.env.server import serve
 
     env = _load(args, slots=args.slots, action_limit=args.action_limit)
