@@ -70,7 +70,9 @@ class Supervisor:
     def __init__(self, cache_dir: Path, processes: int, port: int, *extra: str) -> None:
         cmd = [sys.executable, "-m", "shopsimrl.cli", "env", "serve", "--processes", str(processes), "--port",
                str(port), "--slots", "48", "--cache-dir", str(cache_dir), *CATALOG, *extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # its own session: a Ctrl-C is then a SIGINT to its process group, as a terminal sends it
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
         self.urls: list[str] = []
         self.pids: list[int] = []
         self.stdout: list[str] = []
@@ -121,9 +123,9 @@ def supervisors(catalog_cache: Path, small_catalog: Path) -> Iterator[list[Super
             sup.stop()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "Ctrl-C"])
 def test_processes_serve_on_consecutive_ports_and_stop_together(supervisors: list[Supervisor], catalog_cache: Path,
-                                                                signum: int) -> None:
+                                                                how: str) -> None:
     port = free_ports(3)
     sup = Supervisor(catalog_cache, 3, port)
     supervisors.append(sup)
@@ -136,7 +138,10 @@ def test_processes_serve_on_consecutive_ports_and_stop_together(supervisors: lis
         assert body["slots"] == 48
         fingerprints.add(body["fingerprint"]["id"])
     assert len(fingerprints) == 1  # one catalog for all
-    sup.proc.send_signal(signum)
+    if how == "Ctrl-C":  # the whole process group: the supervisor and every server at once
+        os.killpg(sup.proc.pid, signal.SIGINT)
+    else:
+        sup.proc.send_signal(getattr(signal, how))
     assert sup.proc.wait(timeout=30) == 0
     wait_gone(sup.pids)
     assert "stopping every server process" in sup.proc.stderr.read()  # type: ignore[union-attr]
