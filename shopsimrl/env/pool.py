@@ -210,7 +210,10 @@ class EnvPool:
     async def _refresh_forever(self) -> None:
         while True:
             await asyncio.sleep(self.refresh_interval)
-            await self.refresh()
+            try:
+                await self.refresh()
+            except Exception:  # a malformed answer must not end the refreshes (and with them every revival)
+                log.exception("env pool: refreshing the servers' /healthz failed; trying again")
 
     async def refresh(self) -> None:
         """Read ``/healthz`` of every server that is up or due for a retry; revive or mark down."""
