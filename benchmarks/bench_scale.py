@@ -12,6 +12,10 @@ atomically to ``benchmarks/results/scale.json``.
   load-generator processes (each its own EnvPool, so each also sees the other's leases only
   through ``/healthz``), one agent-paced episode per session; counted: errors, and the slots
   still leased on the servers and in the pools afterwards (both must be 0).
+
+Each row also has the servers' own CPU time per step (from /proc): on a shared machine the
+steps/s move with whatever else runs, the CPU cost of a step much less, so
+``steps_per_s_per_server_core`` is the figure to size servers by.
 """
 
 from __future__ import annotations
@@ -123,6 +127,26 @@ class Servers:
                 pass
 
 
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes (all their threads), from /proc (Linux)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _with_server_cpu(row: dict[str, Any], pids: list[int], cpu_before: float) -> dict[str, Any]:
+    """What the servers spent per step: a figure other jobs on the machine barely move, unlike steps/s."""
+    cpu = _cpu_seconds(pids) - cpu_before
+    per_step = cpu / max(1, row["steps"])
+    row["server_cpu_s"] = round(cpu, 2)
+    row["server_cpu_ms_per_step"] = round(per_step * 1e3, 3)
+    row["steps_per_s_per_server_core"] = round(1.0 / per_step, 1) if per_step else None
+    return row
+
+
 async def _load(urls: list[str], tasks: list[str], sessions: int, seconds: float, think: tuple[float, float],
                 max_episodes: int, seed: int) -> dict[str, Any]:
     step_lat: list[float] = []
@@ -190,9 +214,13 @@ def main(quick: bool = False) -> dict[str, Any]:
         scaling = []
         for processes in (1, 2, 4):
             servers = Servers(processes, SESSIONS, cache_dir)
+            load_before = round(os.getloadavg()[0], 2)  # other jobs on the machine skew the figures: say so
             try:
+                cpu_before = _cpu_seconds(servers.pids)
                 row = _drive(servers.urls, tasks, SESSIONS, seconds, (0.0, 0.0), max_episodes=1_000_000)
+                row = _with_server_cpu(row, servers.pids, cpu_before)
                 row["server_leased_after"] = servers.leased()
+                row["load_average_1min_before"] = load_before
             finally:
                 servers.stop()
             print(f"closed loop, {processes} server process(es):", json.dumps(row), flush=True)
@@ -203,10 +231,14 @@ def main(quick: bool = False) -> dict[str, Any]:
         results["closed_loop"] = scaling
         big_sessions = 200 if quick else BIG_SESSIONS
         servers = Servers(4, big_sessions // 4, cache_dir)
+        load_before = round(os.getloadavg()[0], 2)
         try:
+            cpu_before = _cpu_seconds(servers.pids)
             big = _drive(servers.urls, tasks, big_sessions, 600.0, (0.2, 0.6), max_episodes=big_sessions)
+            big = _with_server_cpu(big, servers.pids, cpu_before)
             time.sleep(0.5)
             big["server_leased_after"] = servers.leased()
+            big["load_average_1min_before"] = load_before
         finally:
             servers.stop()
         print(f"{big_sessions} sessions over 4 processes:", json.dumps(big), flush=True)
