@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -18,7 +18,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/shopsimrl rollout --steps 3 --name demo
 
-## make test: the whole test suite but the fault matrix (real processes, a few minutes: make faults)
+## make test: the whole test suite but the fault matrix (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too
 test: $(STAMP)
 	$(PY) -m pytest -q --ignore=tests/faults
 

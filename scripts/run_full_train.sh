@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The full ShopSimRL run: start the ShopSim env server, wait for it, train on slime
-# (scripts/run_shopsimrl_slime.sh), and stop the server on exit, failure or Ctrl-C.
+# The full ShopSimRL run: start the ShopSim env server(s), wait for them, train on slime
+# (scripts/run_shopsimrl_slime.sh), and stop the servers on exit, failure or Ctrl-C.
 #
-# Defaults are SPEC §1's: 16 groups kept per step, 8 siblings, 32 groups per wave
-# (16 spare slots for zero-std groups), 64 episodes per optimizer update, and an env
-# server with 48 episode slots.  Every other knob is documented in
-# run_shopsimrl_slime.sh and docs/slime.md.
+# Defaults: 16 groups kept per step, 8 siblings, 32 groups per wave (16 spare slots
+# for zero-std groups), 64 episodes per optimizer update, and one env server with 48
+# episode slots.  More env servers:
+#   ENV_PROCESSES=4          four server processes on this machine (ports ENV_PORT..ENV_PORT+3)
+#   ENV_SERVERS_PER_NODE=2   two servers on every node of the Ray cluster (shopsimrl env ray-serve;
+#                            needs shopsimrl[ray] and, as they bind the nodes' IPs, SHOPSIM_ENV_TOKEN_FILE)
+# Every other knob is documented in run_shopsimrl_slime.sh and docs/slime.md.
 #
 #   DRY_RUN=1 scripts/run_full_train.sh   # print the env server and training commands
 set -euo pipefail
@@ -20,15 +23,40 @@ HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 : "${ENV_HOST:=127.0.0.1}"
 : "${ENV_PORT:=5700}"
 : "${ENV_SLOTS:=48}"
+: "${ENV_PROCESSES:=1}"
+: "${ENV_SERVERS_PER_NODE:=0}"
 : "${ENV_WAIT_SECONDS:=120}"
-: "${SHOPSIM_ENV_URL:=http://$ENV_HOST:$ENV_PORT}"
+: "${SHOPSIM_ENV_TOKEN_FILE:=}"
 : "${RUN_DIR:=runs/slime}"
 : "${SHOPSIMRL_PYTHON:=python3}"
 : "${DRY_RUN:=0}"
-export ROLLOUT_BATCH_SIZE N_SAMPLES_PER_PROMPT OVER_SAMPLING_BATCH_SIZE GLOBAL_BATCH_SIZE \
-    SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS SHOPSIM_ENV_URL ENV_SLOTS RUN_DIR SHOPSIMRL_PYTHON DRY_RUN
 
-serve=("$SHOPSIMRL_PYTHON" -m shopsimrl.cli env serve --host "$ENV_HOST" --port "$ENV_PORT" --slots "$ENV_SLOTS")
+token=()
+if [[ -n "$SHOPSIM_ENV_TOKEN_FILE" ]]; then
+    token=(--token-file "$SHOPSIM_ENV_TOKEN_FILE")
+fi
+URLS_FILE="$RUN_DIR/env_urls.txt"
+if ((ENV_SERVERS_PER_NODE > 0)); then
+    # Each server binds its node's IP; ray-serve writes the URL list once every server is up.
+    serve=("$SHOPSIMRL_PYTHON" -m shopsimrl.cli env ray-serve --per-node "$ENV_SERVERS_PER_NODE" --port "$ENV_PORT"
+           --slots "$ENV_SLOTS" --urls-file "$URLS_FILE" "${token[@]}")
+    : "${SHOPSIM_ENV_URL:=http://127.0.0.1:$ENV_PORT}"  # dry run only: the real list comes from $URLS_FILE
+else
+    serve=("$SHOPSIMRL_PYTHON" -m shopsimrl.cli env serve --host "$ENV_HOST" --port "$ENV_PORT" --slots "$ENV_SLOTS")
+    if ((ENV_PROCESSES > 1)); then
+        serve+=(--processes "$ENV_PROCESSES")
+    fi
+    serve+=("${token[@]}")
+    if [[ -z "${SHOPSIM_ENV_URL:-}" ]]; then
+        urls=()
+        for ((i = 0; i < ENV_PROCESSES; i++)); do
+            urls+=("http://$ENV_HOST:$((ENV_PORT + i))")
+        done
+        SHOPSIM_ENV_URL=$(IFS=,; echo "${urls[*]}")
+    fi
+fi
+export ROLLOUT_BATCH_SIZE N_SAMPLES_PER_PROMPT OVER_SAMPLING_BATCH_SIZE GLOBAL_BATCH_SIZE \
+    SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS SHOPSIM_ENV_URL SHOPSIM_ENV_TOKEN_FILE ENV_SLOTS RUN_DIR SHOPSIMRL_PYTHON DRY_RUN
 
 if [[ "$DRY_RUN" == 1 ]]; then
     printf '%q ' "${serve[@]}"
@@ -38,6 +66,7 @@ fi
 
 command -v curl >/dev/null || { echo "run_full_train.sh: curl is needed to wait for the env server" >&2; exit 2; }
 mkdir -p "$RUN_DIR"
+rm -f "$URLS_FILE"
 ENV_LOG="$RUN_DIR/env_server.log"
 ENV_PID=""
 
@@ -57,17 +86,31 @@ ENV_PID=$!
 echo "run_full_train.sh: env server pid $ENV_PID, log $ENV_LOG" >&2
 
 deadline=$((SECONDS + ENV_WAIT_SECONDS))
-until curl -fsS -o /dev/null --max-time 2 "$SHOPSIM_ENV_URL/healthz"; do
+check_alive() {
     if ! kill -0 "$ENV_PID" 2>/dev/null; then
-        echo "run_full_train.sh: the env server exited before answering $SHOPSIM_ENV_URL/healthz; last lines of $ENV_LOG:" >&2
+        echo "run_full_train.sh: the env server exited before answering $1; last lines of $ENV_LOG:" >&2
         tail -n 20 "$ENV_LOG" >&2 || true
         exit 1
     fi
     if ((SECONDS >= deadline)); then
-        echo "run_full_train.sh: $SHOPSIM_ENV_URL/healthz did not answer within ENV_WAIT_SECONDS=$ENV_WAIT_SECONDS; see $ENV_LOG" >&2
+        echo "run_full_train.sh: $1 did not answer within ENV_WAIT_SECONDS=$ENV_WAIT_SECONDS; see $ENV_LOG" >&2
         exit 1
     fi
-    sleep 1
+}
+if ((ENV_SERVERS_PER_NODE > 0)); then
+    until [[ -s "$URLS_FILE" ]]; do
+        check_alive "ray-serve (its URL list $URLS_FILE)"
+        sleep 1
+    done
+    SHOPSIM_ENV_URL=$(<"$URLS_FILE")
+    export SHOPSIM_ENV_URL
+fi
+IFS=, read -r -a env_urls <<<"$SHOPSIM_ENV_URL"
+for url in "${env_urls[@]}"; do
+    until curl -fsS -o /dev/null --max-time 2 "$url/healthz"; do
+        check_alive "$url/healthz"
+        sleep 1
+    done
 done
 echo "run_full_train.sh: env server ready at $SHOPSIM_ENV_URL" >&2
 

@@ -314,9 +314,11 @@ def _task_id(sample: Any) -> str:
 
 
 def _http_env_client(args: Any) -> Any:
-    from shopsimrl.env import HttpEnvClient
+    """One URL: an HttpEnvClient; a comma list: an EnvPool over the servers (env/pool.py)."""
+    from shopsimrl.env.auth import load_token
+    from shopsimrl.env.pool import make_env_client
 
-    return HttpEnvClient(env_url(args))
+    return make_env_client(env_url(args), token=load_token(getattr(args, "shopsim_env_token_file", None)))
 
 
 def _fill_aborted(sample: Any, policy: Any = None, trace_path: str | None = None) -> Any:

@@ -11,7 +11,8 @@ HEAVY = ("torch", "ray", "sglang", "slime", "transformers", "wandb")
 @pytest.mark.parametrize(
     "module",
     ["shopsimrl", "shopsimrl.sampling", "shopsimrl.cli", "shopsimrl.env", "shopsimrl.agent", "shopsimrl.rollout",
-     "shopsimrl.slime_runtime", "shopsimrl.slime_metrics"],
+     "shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.env.pool", "shopsimrl.env.cluster",
+     "shopsimrl.env.auth"],
 )
 def test_import_loads_no_heavy_dependency(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"

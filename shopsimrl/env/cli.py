@@ -39,6 +39,13 @@ def register(subparsers: Any) -> None:
                        help=f"seconds an idle connection stays open (default {KEEP_ALIVE}; keep it above the "
                             f"clients' 30 s)")
     serve.add_argument("--log-level", default="warning")
+    serve.add_argument("--processes", type=int, default=1,
+                       help="server processes on consecutive ports from --port, over one catalog (default 1)")
+    serve.add_argument("--token-file", default=None,
+                       help="file holding the shared bearer token (or $SHOPSIM_ENV_TOKEN / $SHOPSIM_ENV_TOKEN_FILE); "
+                            "required when --host is not a loopback address")
+    serve.add_argument("--insecure", action="store_true",
+                       help="serve beyond loopback without a token (anyone on the network can drive episodes)")
     _catalog_args(serve)
     serve.set_defaults(handler=_serve)
 
@@ -46,6 +53,10 @@ def register(subparsers: Any) -> None:
     _catalog_args(build)
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
     build.set_defaults(handler=_build)
+
+    from shopsimrl.env.cluster import register as register_ray_serve
+
+    register_ray_serve(sub, _catalog_args)
 
     play = sub.add_parser("play", help="play an episode in the terminal")
     play.add_argument("--task", default=None, help="task id (default: a random task of --split)")
@@ -102,20 +113,66 @@ def _load(args: argparse.Namespace, **env_kwargs: Any) -> Any:
                                               progress=cb, **env_kwargs), args.products)
 
 
+def _refuse(message: str) -> int:
+    print(f"shopsimrl env serve: refused: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
 def _serve(args: argparse.Namespace) -> int:
+    from shopsimrl.env.auth import TokenError, bind_refusal, is_loopback, load_token, token_file_is_private
+
+    try:
+        token = load_token(args.token_file)
+    except TokenError as exc:
+        return _refuse(str(exc))
+    refusal = bind_refusal(args.host, token, args.insecure)
+    if refusal is not None:
+        return _refuse(refusal)
+    if args.processes < 1:
+        return _refuse(f"--processes must be >= 1, got {args.processes}")
+    if args.processes > 1 and not 1 <= args.port <= 65535 - args.processes + 1:
+        return _refuse(f"--processes {args.processes} needs the ports --port..--port+{args.processes - 1}: "
+                       f"give a --port between 1 and {65535 - args.processes + 1}")
+    if args.token_file and not token_file_is_private(args.token_file):
+        print(f"shopsimrl env serve: WARNING: the token file {args.token_file} is readable by other users "
+              f"(chmod 600 it)", file=sys.stderr, flush=True)
+    if not args.lease_ttl > 0 or args.keep_alive < 1:
+        return _refuse(f"--lease-ttl must be > 0 and --keep-alive >= 1, got {args.lease_ttl:g} and {args.keep_alive}")
+    if args.processes > 1:
+        return _serve_processes(args, token)
+    if args.insecure and token is None and not is_loopback(args.host):  # each process warns for its port
+        print(f"shopsimrl env serve: WARNING: --insecure: serving on {args.host} without a token; anyone who "
+              f"can reach port {args.port} can reset, step and release episodes", file=sys.stderr, flush=True)
     from shopsimrl.env.server import serve
 
-    if not args.lease_ttl > 0 or args.keep_alive < 1:
-        print("shopsimrl env serve: --lease-ttl must be > 0 and --keep-alive >= 1", file=sys.stderr)
-        return 2
     env = _load(args, slots=args.slots, action_limit=args.action_limit, idle_timeout=args.lease_ttl)
     print(f"ShopSim serving on http://{args.host}:{args.port} ({args.slots} slots, "
-          f"{env.store.product_count:,} products, lease TTL {args.lease_ttl:g}s)", flush=True)
+          f"{env.store.product_count:,} products, lease TTL {args.lease_ttl:g}s{', token required' if token else ''})",
+          flush=True)
     try:
-        serve(env, args.host, args.port, log_level=args.log_level, keep_alive=args.keep_alive)
+        serve(env, args.host, args.port, log_level=args.log_level, keep_alive=args.keep_alive, token=token)
     finally:
         env.close()
     return 0
+
+
+def _serve_processes(args: argparse.Namespace, token: str | None) -> int:
+    """Build (or find) the catalog once, then supervise one child server per process."""
+    from shopsimrl.env.build import build_catalog
+    from shopsimrl.env.processes import supervise
+
+    _with_progress(lambda cb: build_catalog(args.products, args.seed, args.cache_dir, tasks=args.tasks,
+                                            progress=cb), args.products)
+    serve_args = ["--host", args.host, "--slots", str(args.slots), "--action-limit", str(args.action_limit),
+                  "--log-level", args.log_level, "--products", str(args.products), "--seed", str(args.seed),
+                  "--lease-ttl", repr(args.lease_ttl), "--keep-alive", str(args.keep_alive)]
+    if args.tasks is not None:
+        serve_args += ["--tasks", str(args.tasks)]
+    if args.cache_dir is not None:
+        serve_args += ["--cache-dir", str(args.cache_dir)]
+    if args.insecure:
+        serve_args.append("--insecure")
+    return supervise(args.host, args.port, args.processes, serve_args, token)
 
 
 def _play(args: argparse.Namespace) -> int:

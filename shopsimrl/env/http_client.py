@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from shopsimrl.env import wire
+from shopsimrl.env.auth import bearer_headers
 from shopsimrl.env.types import (
     EnvError,
     EnvUnavailableError,
@@ -61,13 +62,14 @@ class HttpEnvClient:
                  retry_backoff: float = 0.2, slot_timeout: float | None = None, max_connections: int = 256,
                  shards: int = 32, release_deadline: float = DEFAULT_RELEASE_DEADLINE,
                  keepalive_expiry: float = KEEPALIVE_EXPIRY,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, token: str | None = None) -> None:
         """``timeout``: seconds per request.  ``slot_timeout``: how long the server may wait for a free
         slot in reset (None: its default); the reset request's read timeout is widened by that wait.
         ``connect_retries``: retries of a request that failed before any reply (see the module doc).
         ``max_connections``: a reset waiting for a slot holds its connection, so a caller running more
         sessions than the server has slots needs about one connection per session (the rollout never
         does: it runs at most as many episodes as there are free slots).
+        ``token``: the servers' shared token, sent as ``Authorization: Bearer`` (env/auth.py).
         """
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
@@ -82,7 +84,7 @@ class HttpEnvClient:
                               keepalive_expiry=keepalive_expiry)
         self._clients = [
             httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(timeout), limits=limits,
-                              transport=transport)
+                              transport=transport, headers=bearer_headers(token))
             for _ in range(1 if transport is not None else max(1, shards))
         ]
         self._round_robin = itertools.cycle(range(len(self._clients)))

@@ -35,7 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shopsimrl.env import wire
+from shopsimrl.env.auth import BearerTokenMiddleware
 from shopsimrl.env.core import ShopSimEnv
+from shopsimrl.env.fingerprint import env_fingerprint
 from shopsimrl.env.sessions import KEEP_ALIVE, AcquireAbandoned
 from shopsimrl.env.types import EnvError
 
@@ -190,11 +192,18 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_BYTES,
-               max_headers: int = MAX_HEADER_BYTES, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
-    """The app; ``threads`` bounds the worker threads running steps (searches release the GIL)."""
+               max_headers: int = MAX_HEADER_BYTES, body_timeout: float = BODY_TIMEOUT,
+               token: str | None = None) -> FastAPI:
+    """The app; ``threads`` bounds the worker threads running steps (searches release the GIL).
+
+    ``token``: every endpoint but ``/healthz`` then requires ``Authorization: Bearer <token>`` (env/auth.py).
+    """
     app = FastAPI(title="ShopSim", version="1", docs_url="/docs", redoc_url=None)
+    if token is not None:
+        app.add_middleware(BearerTokenMiddleware, token=token)
     app.add_middleware(RequestLimits, max_body=max_body, max_headers=max_headers,  # type: ignore[arg-type]
                        body_timeout=body_timeout)
+    fingerprint = env_fingerprint(env)  # immutable for the env's life: computed once
     reset_limiter = anyio.CapacityLimiter(env.slots + 8)
     ops_limiter = anyio.CapacityLimiter(threads)
 
@@ -273,7 +282,7 @@ def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_B
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return _json(env.health())
+        return _json({**env.health(), "fingerprint": fingerprint})
 
     @app.get("/counters")
     def counters() -> Response:
@@ -283,11 +292,11 @@ def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_B
 
 
 def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_level: str = "warning",
-          keep_alive: int = KEEP_ALIVE, **limits: Any) -> None:
+          keep_alive: int = KEEP_ALIVE, token: str | None = None, **limits: Any) -> None:
     """Run the server in the foreground until interrupted (``limits``: see :func:`create_app`)."""
     import uvicorn
 
-    uvicorn.run(create_app(env, **limits), host=host, port=port, log_level=log_level, access_log=False,
+    uvicorn.run(create_app(env, token=token, **limits), host=host, port=port, log_level=log_level, access_log=False,
                 timeout_keep_alive=keep_alive,
                 http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
 
@@ -299,10 +308,11 @@ class ServerThread:
     """
 
     def __init__(self, env: ShopSimEnv, host: str = "127.0.0.1", port: int = 0, *,
-                 log_level: str = "warning", keep_alive: int = KEEP_ALIVE, **limits: Any) -> None:
+                 log_level: str = "warning", keep_alive: int = KEEP_ALIVE,
+                 token: str | None = None, **limits: Any) -> None:
         import uvicorn
 
-        config = uvicorn.Config(create_app(env, **limits), host=host, port=port, log_level=log_level,
+        config = uvicorn.Config(create_app(env, token=token, **limits), host=host, port=port, log_level=log_level,
                                 access_log=False, lifespan="off", timeout_keep_alive=keep_alive,
                                 http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
         self._server = uvicorn.Server(config)

@@ -87,7 +87,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                      help="live view on a terminal, plain log lines otherwise")
     env = p.add_argument_group("environment")
-    env.add_argument("--env", default=IN_PROCESS, help=f"'{IN_PROCESS}' or the URL of a ShopSim env server (http://host:port)")
+    env.add_argument("--env", default=IN_PROCESS,
+                     help=f"'{IN_PROCESS}', the URL of a ShopSim env server (http://host:port), or several URLs "
+                          "separated by commas (episodes go to the server with the most free slots)")
+    env.add_argument("--env-token-file", default=None,
+                     help="file holding the env servers' shared token (default: $SHOPSIM_ENV_TOKEN or "
+                          "$SHOPSIM_ENV_TOKEN_FILE, if set)")
     env.add_argument("--products", type=int, default=DEFAULT_PRODUCTS, help="catalog size of the in-process env")
     env.add_argument("--catalog-seed", type=int, default=DEFAULT_CATALOG_SEED, help="catalog seed of the in-process env")
     pol = p.add_argument_group("policy")
@@ -148,12 +153,22 @@ def check_options(args: argparse.Namespace) -> None:
         (args.products >= 1, f"--products must be >= 1, got {args.products}"),
         (math.isfinite(args.env_timeout) and args.env_timeout > 0,
          f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
-        (args.env == IN_PROCESS or args.env.startswith(("http://", "https://")),
-         f"--env must be '{IN_PROCESS}' or an http(s):// URL of an env server, got {args.env!r}"),
+        (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
+         f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
     )
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
+    if args.env != IN_PROCESS:
+        from shopsimrl.env.pool import parse_env_urls
+
+        try:
+            parse_env_urls(args.env)
+        except ValueError as exc:
+            raise UsageError(f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers separated by "
+                             f"commas: {exc}") from exc
+    elif args.env_token_file is not None:
+        raise UsageError("--env-token-file: used only with --env URL")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -162,6 +177,11 @@ def handle(args: argparse.Namespace) -> int:
         knobs = knobs_from_args(args)
         check_options(args)
         options = policy_options(args)
+        token = None
+        if args.env != IN_PROCESS:
+            from shopsimrl.env.auth import load_token
+
+            token = load_token(args.env_token_file)  # TokenError is a ValueError: refused below
         from shopsimrl.rollout.outputs import check_out_dir, check_run_dir
 
         check_out_dir(args.out)
@@ -174,7 +194,7 @@ def handle(args: argparse.Namespace) -> int:
     except (KnobError, ValueError, RuntimeError) as exc:  # knobs, options, run folder, W&B missing
         _stderr(f"shopsimrl rollout: refused: {exc}")
         return EXIT_REFUSED
-    return asyncio.run(_interruptible(args, knobs, options))
+    return asyncio.run(_interruptible(args, knobs, options, token))
 
 
 class _Interrupts:
@@ -213,12 +233,13 @@ class _Interrupts:
             hurry(2.0)
 
 
-async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any]) -> int:
+async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any],
+                         token: str | None) -> int:
     task = asyncio.current_task()
     assert task is not None
     with _Interrupts(task) as interrupts:
         try:
-            return await _run(args, knobs, options, interrupts)
+            return await _run(args, knobs, options, interrupts, token)
         except asyncio.CancelledError:
             if interrupts.signal is None:
                 raise
@@ -231,12 +252,13 @@ async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options
             return 128 + int(interrupts.signal)
 
 
-async def _open_env(args: argparse.Namespace) -> Any:
-    """The env client: in-process ShopSim (catalog built on first use, then cached) or an env server's URL."""
+async def _open_env(args: argparse.Namespace, token: str | None = None) -> Any:
+    """The env client: in-process ShopSim (catalog built on first use, then cached), an env server's URL,
+    or an :class:`~shopsimrl.env.pool.EnvPool` over several."""
     if args.env != IN_PROCESS:
-        from shopsimrl.env import HttpEnvClient
+        from shopsimrl.env.pool import make_env_client
 
-        return HttpEnvClient(args.env, timeout=args.env_timeout)
+        return make_env_client(args.env, token=token, timeout=args.env_timeout)
     from shopsimrl.env import InProcessEnvClient, catalog_path, load_env
 
     if not catalog_path(args.products, args.catalog_seed).exists():
@@ -248,7 +270,7 @@ async def _open_env(args: argparse.Namespace) -> Any:
 
 
 async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any],
-               interrupts: _Interrupts) -> int:
+               interrupts: _Interrupts, token: str | None = None) -> int:
     from rich.console import Console
 
     from shopsimrl.agent import make_policy
@@ -269,31 +291,39 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
         console = Console(width=max(console.width, 150))
-    env = await _open_env(args)
+    env = await _open_env(args, token)
     interrupts.env = env
     logger = None
     paths = None
     code = EXIT_FAILED
     try:
-        if hasattr(env, "healthz"):  # an env server: reachable, and enough free slots for our episodes?
+        if hasattr(env, "healthz"):  # env server(s): reachable, the same shop, enough slots for our episodes?
+            several = hasattr(env, "status")
             try:
                 health = await env.healthz()
                 slots, free = int(health["slots"]), int(health.get("free_slots", health["slots"]))
             except EnvError as exc:
-                _stderr(f"shopsimrl rollout: refused: the env server at {args.env} does not answer /healthz: {exc}")
+                reason = str(exc) if several else f"the env server at {args.env} does not answer /healthz: {exc}"
+                _stderr(f"shopsimrl rollout: refused: {reason}")
                 return EXIT_REFUSED
+            where = f"the {len(env.status())} env servers" if several else "the env server"
             if free < 1:
-                _stderr(f"shopsimrl rollout: refused: all {slots} slots of the env server at {args.env} are leased "
+                _stderr(f"shopsimrl rollout: refused: all {slots} slots of {where} at {args.env} are leased "
                         f"by other clients: wait for them (an abandoned lease is reclaimed after the server's "
                         f"--lease-ttl) or start a server with more --slots")
                 return EXIT_REFUSED
             if config.episode_concurrency > free:
                 taken = f" ({slots - free} are leased by other clients)" if free < slots else ""
-                _stderr(f"shopsimrl rollout: the env server has {free} free slots of {slots}{taken}: running at "
+                _stderr(f"shopsimrl rollout: {where} {'have' if several else 'has'} {free} free slots of {slots}{taken}: running at "
                         f"most {free} episodes at once instead of --episode-concurrency "
                         f"{config.episode_concurrency} (more would only wait for a slot and time out)")
                 config = dataclasses.replace(config, episode_concurrency=free)
-        task_ids = await env.list_tasks("train")
+        try:
+            task_ids = await env.list_tasks("train")
+        except EnvError as exc:  # e.g. a server that refuses our token (its /healthz is open)
+            _stderr(f"shopsimrl rollout: refused: the env server at {args.env} refuses to list tasks: "
+                    f"[{exc.code}] {exc}")
+            return EXIT_REFUSED
         if len(task_ids) < knobs.over_sampling_batch_size:
             _stderr(f"shopsimrl rollout: refused: the train split has {len(task_ids)} tasks but a wave submits "
                       f"{knobs.over_sampling_batch_size} distinct ones: use a larger catalog (--products) or a "

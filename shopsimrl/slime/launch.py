@@ -100,8 +100,11 @@ class TrainConfig:
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
     # episodes
-    env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700", "the ShopSim env server")
-    env_slots: int = _knob("ENV_SLOTS", 48, "episodes at once against the env server: its --slots")
+    env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700",
+                         "the ShopSim env server, or several as a comma list (same catalog on each)")
+    env_slots: int = _knob("ENV_SLOTS", 48, "episodes at once per env server: its --slots")
+    env_token_file: str = _knob("SHOPSIM_ENV_TOKEN_FILE", "",
+                                "file holding the env servers' shared token (servers beyond loopback)")
     max_steps: int = _knob("SHOPSIM_MAX_STEPS", 30, "turns per episode before action_limit")
     rollout_max_response_len: int = _knob("ROLLOUT_MAX_RESPONSE_LEN", 8192, "response tokens per episode (all turns)")
     rollout_temperature: float = _knob("ROLLOUT_TEMPERATURE", 0.6, "sampling temperature")
@@ -181,6 +184,12 @@ class TrainConfig:
                 f"{where} ({rollout_gpus}) is not a positive multiple of ROLLOUT_NUM_GPUS_PER_ENGINE="
                 f"{self.rollout_num_gpus_per_engine} (SGLang's tensor parallel size)"
             )
+        from shopsimrl.env.pool import parse_env_urls
+
+        try:
+            parse_env_urls(self.env_url)
+        except ValueError as exc:
+            problems.append(f"SHOPSIM_ENV_URL={self.env_url!r}: {exc}")
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
@@ -195,13 +204,19 @@ class TrainConfig:
 
     def custom_config(self) -> dict[str, Any]:
         """The ShopSim settings slime copies onto ``args`` (read by the hooks)."""
-        return {
-            "shopsim_env_url": self.env_url,
-            "shopsim_env_slots": self.env_slots,
+        from shopsimrl.env.pool import parse_env_urls
+
+        urls = parse_env_urls(self.env_url)
+        config: dict[str, Any] = {
+            "shopsim_env_url": ",".join(urls),
+            "shopsim_env_slots": self.env_slots * len(urls),  # the hook's gate: every server's slots
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_steps": self.max_steps,
         }
+        if self.env_token_file:
+            config["shopsim_env_token_file"] = str(_absolute(self.env_token_file))
+        return config
 
     def train_args(self, extra: Sequence[str] = ()) -> list[str]:
         """slime's ``train.py`` arguments; ``extra`` (e.g. the model's MODEL_ARGS) go last."""

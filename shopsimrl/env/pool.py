@@ -1,0 +1,467 @@
+"""EnvPool: one :class:`~shopsimrl.env.types.EnvClient` over several env servers.
+
+A run that outgrows one server process spreads its episodes over several
+(``--env URL1,URL2`` or a comma list in ``SHOPSIM_ENV_URL``).  The rules:
+
+* **Placement.** A reset goes to the server with the most free slots.  Free slots
+  are estimated locally, ``slots - leased by other clients - our leases`` (our
+  leases include resets in flight), so no health call is made per reset; a
+  background task refreshes ``slots`` and the other clients' share from each
+  server's ``/healthz`` every ``refresh_interval`` seconds.
+* **The gate.** When no server that is up has a free slot, a reset waits in the
+  pool until a release or a refresh frees one: the concurrency gate is the sum of
+  the servers' free slots, and it shrinks when a server goes down.
+* **Binding.** A lease stays on the server that issued it; step, terminate and
+  release of that lease go there and nowhere else.  A release whose request broke
+  mid-way is repeated once (a repeated release is harmless: 409 when the first
+  one landed), so a dropped connection does not leave a slot leased.
+* **Failure.** A server that refuses connections is marked down: it gets no new
+  resets, its own episodes fail (technical) while the others go on, and its
+  ``/healthz`` is retried after a back-off (doubling up to ``max_backoff``).  A
+  reset whose connection was refused never reached its server, so it is tried on
+  another one.  A call that broke mid-way (read error, timeout) fails alone and
+  triggers an immediate ``/healthz`` check, which decides.
+* **Same shop everywhere.** Before the first call, every server's fingerprint
+  (env/fingerprint.py) is compared with the first one's; a mix is refused with a
+  message naming the server that differs.  A server that comes back with another
+  fingerprint stays out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from shopsimrl.env.auth import UNAUTHORIZED_CODE, bearer_headers
+from shopsimrl.env.fingerprint import fingerprint_differences
+from shopsimrl.env.http_client import HttpEnvClient
+from shopsimrl.env.types import (
+    EnvError,
+    EnvUnavailableError,
+    LeaseConflictError,
+    NoFreeSlotError,
+    ResetResult,
+    StepResult,
+    Task,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REFRESH_INTERVAL = 1.0
+DEFAULT_BACKOFF = 1.0
+DEFAULT_MAX_BACKOFF = 30.0
+DEFAULT_PROBE_TIMEOUT = 2.0
+PROBE_TIMEOUTS_TO_DOWN = 3
+
+ClientFactory = Callable[[str], Any]
+
+
+class FingerprintMismatchError(EnvError):
+    """Two env servers serve different catalogs, task sets or action limits."""
+
+    code = "fingerprint_mismatch"
+
+
+def parse_env_urls(value: str | Sequence[str]) -> list[str]:
+    """``"http://a:5700, http://b:5701/"`` -> ``["http://a:5700", "http://b:5701"]``; refuses bad or repeated URLs."""
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    urls = [p.strip().rstrip("/") for p in parts if p.strip()]
+    if not urls:
+        raise ValueError("no env server URL given")
+    for url in urls:
+        split = urlsplit(url)
+        if split.scheme not in ("http", "https") or not split.netloc:
+            raise ValueError(f"{url!r} is not an http(s):// URL of an env server")
+    repeated = sorted({u for u in urls if urls.count(u) > 1})
+    if repeated:
+        raise ValueError(f"env server URL given twice: {', '.join(repeated)} (its slots would be counted twice)")
+    return urls
+
+
+@dataclass(eq=False)
+class _Server:
+    url: str
+    client: Any
+    slots: int = 0
+    others: int = 0  # leases held by other clients at the last /healthz
+    ours: int = 0  # our leases on it, resets in flight included
+    up: bool = True
+    failures: int = 0  # consecutive failed contacts: the back-off doubles with each
+    slow_probes: int = 0  # consecutive /healthz probes that timed out
+    check: asyncio.Task[None] | None = None  # a /healthz check started by a failed call
+    retry_at: float = 0.0
+    excluded: str | None = None  # a reason it may never come back (another fingerprint)
+    last_error: str | None = None
+    episodes: int = 0  # resets it granted us
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def free(self) -> int:
+        return self.slots - self.others - self.ours
+
+
+class EnvPool:
+    """Several env servers behind one EnvClient; see the module docstring for the rules."""
+
+    def __init__(self, urls: str | Sequence[str], *, token: str | None = None, timeout: float = 30.0,
+                 slot_timeout: float | None = None, refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
+                 backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT, client_factory: ClientFactory | None = None) -> None:
+        """``slot_timeout``: how long a reset may wait for a free slot, in the pool and then on the server
+        (None: the pool waits as long as some server is up, the server its own default).
+        ``client_factory(url)``: the per-server client (default :class:`HttpEnvClient` with ``token``)."""
+        self.urls = parse_env_urls(urls)
+        if refresh_interval <= 0 or backoff <= 0 or max_backoff < backoff:
+            raise ValueError("refresh_interval and backoff must be > 0, max_backoff >= backoff")
+        self.token = token
+        self.slot_timeout = slot_timeout
+        self.refresh_interval = refresh_interval
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        # Each server carries 1/n of the load: fewer connection-pool shards each (HttpEnvClient's docstring).
+        shards = max(4, 32 // len(self.urls))
+        factory = client_factory or (lambda url: HttpEnvClient(url, timeout, slot_timeout=slot_timeout, token=token,
+                                                               shards=shards))
+        self._servers = [_Server(url, factory(url)) for url in self.urls]
+        self._probe = httpx.AsyncClient(timeout=httpx.Timeout(probe_timeout), headers=bearer_headers(token))
+        self._leases: dict[str, _Server] = {}
+        self._reference: dict[str, Any] | None = None
+        self._changed: asyncio.Condition | None = None
+        self._start_lock: asyncio.Lock | None = None
+        self._refresher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- start: reachability, fingerprints, token ------------------------------------------------
+    async def start(self) -> None:
+        """Check every server once (idempotent): reachable, same fingerprint, token accepted.
+
+        Raises :class:`EnvUnavailableError` naming the servers that do not answer,
+        :class:`FingerprintMismatchError` naming the one that differs, or an ``unauthorized``
+        :class:`EnvError` naming the one that refuses the token.
+        """
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+            self._changed = asyncio.Condition()
+        async with self._start_lock:
+            if self._refresher is not None:
+                return
+            if self._closed:
+                raise EnvError("the env pool is closed", code="env_closed")
+            bodies = await asyncio.gather(*(self._healthz(s) for s in self._servers), return_exceptions=True)
+            unreachable = [f"{s.url} ({b})" for s, b in zip(self._servers, bodies) if isinstance(b, BaseException)]
+            if unreachable:
+                raise EnvUnavailableError("env server(s) not answering /healthz: " + "; ".join(unreachable))
+            first = self._servers[0]
+            for server, body in zip(self._servers, bodies):
+                assert isinstance(body, dict)
+                fingerprint = body.get("fingerprint")
+                if not isinstance(fingerprint, dict):
+                    raise FingerprintMismatchError(
+                        f"env server {server.url} reports no fingerprint in /healthz: it runs an older shopsimrl; "
+                        f"run the same version on every server")
+                server.fingerprint = fingerprint
+                if self._reference is None:
+                    self._reference = fingerprint
+                differences = fingerprint_differences(self._reference, fingerprint)
+                if differences:
+                    raise FingerprintMismatchError(
+                        f"env server {server.url} serves another shop than {first.url} "
+                        f"({'; '.join(differences)}): start every server with the same --products, --seed, "
+                        f"--tasks and --action-limit")
+                self._apply_health(server, body)
+            for server in self._servers:  # in order, so the first server that refuses is the one named
+                await self._check_token(server)
+            self._refresher = asyncio.create_task(self._refresh_forever(), name="shopsim-env-pool-refresh")
+
+    async def _healthz(self, server: _Server) -> dict[str, Any]:
+        try:
+            response = await self._probe.get(f"{server.url}/healthz")
+            body = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise EnvUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200 or not isinstance(body, dict):
+            raise EnvUnavailableError(f"/healthz answered HTTP {response.status_code}")
+        return body
+
+    async def _check_token(self, server: _Server) -> None:
+        """An authenticated call (``/healthz`` is open), so a wrong token fails here, not in every episode."""
+        try:
+            response = await self._probe.get(f"{server.url}/tasks", params={"split": "val"})
+        except httpx.HTTPError as exc:
+            raise EnvUnavailableError(f"env server {server.url}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code == 401:
+            what = "a wrong token" if self.token else "no token"
+            raise EnvError(f"env server {server.url} refuses {what} (HTTP 401): give the servers' shared token "
+                           f"(--env-token-file or $SHOPSIM_ENV_TOKEN)", code=UNAUTHORIZED_CODE)
+
+    def _apply_health(self, server: _Server, body: dict[str, Any]) -> None:
+        server.slots = int(body.get("slots", 0))
+        # Resets of ours still in flight are not leased there yet: never count below zero.
+        server.others = max(0, int(body.get("leased", 0)) - server.ours)
+
+    # -- the background refresh ---------------------------------------------------------------------
+    async def _refresh_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_interval)
+            try:
+                await self.refresh()
+            except Exception:  # a malformed answer must not end the refreshes (and with them every revival)
+                log.exception("env pool: refreshing the servers' /healthz failed; trying again")
+
+    async def refresh(self) -> None:
+        """Read ``/healthz`` of every server that is up or due for a retry; revive or mark down."""
+        now = time.monotonic()
+        due = [s for s in self._servers if s.excluded is None and (s.up or now >= s.retry_at)]
+        await asyncio.gather(*(self._probe_one(s) for s in due))
+        await self._notify()
+
+    async def _probe_one(self, server: _Server) -> None:
+        try:
+            body = await self._healthz(server)
+        except EnvUnavailableError as exc:
+            # A slow answer from a busy server is not a dead server: only a refused connection, an
+            # error answer or PROBE_TIMEOUTS_TO_DOWN slow answers in a row take it out of placement.
+            slow = isinstance(exc.__cause__, httpx.TimeoutException)
+            server.slow_probes = server.slow_probes + 1 if slow else 0
+            if not slow or not server.up or server.slow_probes >= PROBE_TIMEOUTS_TO_DOWN:
+                self._mark_down(server, exc)
+            return
+        server.slow_probes = 0
+        fingerprint = body.get("fingerprint")
+        differences = (fingerprint_differences(self._reference or {}, fingerprint)
+                       if isinstance(fingerprint, dict) else ["no fingerprint"])
+        if differences:
+            server.excluded = "another fingerprint: " + "; ".join(differences)
+            server.up = False
+            log.error("env server %s came back serving another shop (%s): it gets no more episodes",
+                      server.url, server.excluded)
+            return
+        self._apply_health(server, body)
+        if not server.up:
+            log.warning("env server %s is back after %d failed contact(s)", server.url, server.failures)
+        server.up, server.failures, server.last_error = True, 0, None
+
+    def _failed(self, server: _Server, error: EnvUnavailableError) -> None:
+        """A call to ``server`` failed in transport: out at once if it refused the connection, else check it now.
+
+        A request that broke mid-way (a read error, a timeout) is also what a keep-alive race or
+        an overloaded server produce: one such failure must not take a live server out, so its
+        ``/healthz`` decides (a dead one refuses the connection there too).
+        """
+        server.last_error = f"{type(error).__name__}: {error}"
+        if _never_reached(error):
+            self._mark_down(server, error)
+        elif server.up and (server.check is None or server.check.done()):
+            server.check = asyncio.create_task(self._probe_one(server), name=f"shopsim-env-pool-check {server.url}")
+
+    def _mark_down(self, server: _Server, error: BaseException) -> None:
+        server.failures += 1
+        delay = min(self.max_backoff, self.backoff * 2 ** (server.failures - 1))
+        server.retry_at = time.monotonic() + delay
+        server.last_error = f"{type(error).__name__}: {error}"
+        if server.up:
+            log.warning("env server %s is down (%s); its episodes fail, the others go on; retry in %.1fs",
+                        server.url, server.last_error, delay)
+        server.up = False
+
+    async def _notify(self) -> None:
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
+
+    # -- placement ------------------------------------------------------------------------------------
+    async def _place(self, skip: set[_Server], deadline: float | None) -> _Server:
+        """The up server with the most free slots (not in ``skip``); waits while every one is full."""
+        assert self._changed is not None
+        async with self._changed:
+            while True:
+                candidates = [s for s in self._servers if s.up and s not in skip]
+                if not candidates:
+                    raise EnvUnavailableError("no env server is up: " + self._describe_down())
+                best = max(candidates, key=lambda s: (s.free, -s.ours))
+                if best.free > 0:
+                    best.ours += 1  # taken before the reset is sent, so concurrent resets spread
+                    return best
+                wait = self.refresh_interval
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                    if wait <= 0:
+                        total = sum(s.slots for s in candidates)
+                        raise NoFreeSlotError(f"all {total} slots of the {len(candidates)} env server(s) up are "
+                                              f"busy; waited {self.slot_timeout:.1f}s")
+                try:
+                    await asyncio.wait_for(self._changed.wait(), wait)
+                except asyncio.TimeoutError:
+                    pass
+
+    def _describe_down(self) -> str:
+        return "; ".join(f"{s.url}: {s.excluded or s.last_error or 'down'}" for s in self._servers)
+
+    async def _release_slot(self, server: _Server) -> None:
+        server.ours -= 1
+        await self._notify()
+
+    # -- the EnvClient interface ----------------------------------------------------------------------
+    async def reset(self, task_id: str) -> ResetResult:
+        await self.start()
+        deadline = None if self.slot_timeout is None else time.monotonic() + self.slot_timeout
+        refused: set[_Server] = set()
+        while True:
+            server = await self._place(refused, deadline)
+            try:
+                result: ResetResult = await server.client.reset(task_id)
+            except EnvUnavailableError as exc:
+                await self._release_slot(server)
+                self._failed(server, exc)
+                if _never_reached(exc):
+                    refused.add(server)  # nothing happened there: the reset may go elsewhere
+                    continue
+                raise
+            except BaseException:
+                await self._release_slot(server)
+                raise
+            server.episodes += 1
+            self._leases[result.lease_id] = server
+            return result
+
+    def _server_of(self, lease_id: str) -> _Server:
+        server = self._leases.get(lease_id)
+        if server is None:
+            raise LeaseConflictError("unknown or released lease id (not issued through this env pool)")
+        return server
+
+    async def step(self, lease_id: str, action: str) -> StepResult:
+        server = self._server_of(lease_id)
+        try:
+            result: StepResult = await server.client.step(lease_id, action)
+        except EnvUnavailableError as exc:
+            self._failed(server, exc)
+            raise
+        return result
+
+    async def terminate(self, lease_id: str, reason: str) -> StepResult:
+        server = self._server_of(lease_id)
+        try:
+            result: StepResult = await server.client.terminate(lease_id, reason)
+        except EnvUnavailableError as exc:
+            self._failed(server, exc)
+            raise
+        return result
+
+    async def release(self, lease_id: str) -> None:
+        """Forget the lease here first (so a dead server never holds our gate), then release it there."""
+        server = self._leases.pop(lease_id, None)
+        if server is None:
+            raise LeaseConflictError("unknown or released lease id (not issued through this env pool)")
+        await self._release_slot(server)
+        try:
+            await server.client.release(lease_id)
+        except EnvUnavailableError as exc:
+            if _never_reached(exc):
+                self._failed(server, exc)
+                raise
+            # Broken mid-way (a keep-alive race, a reset connection): the release may or may not have
+            # landed.  It is safe to repeat: a 409 lease_conflict then means the first one did.
+            try:
+                await server.client.release(lease_id)
+            except LeaseConflictError:
+                return
+            except EnvUnavailableError as again:
+                self._failed(server, again)
+                raise exc from again
+
+    async def _any(self, call: Callable[[Any], Any]) -> Any:
+        """A catalog read (same answer everywhere): the first server that answers."""
+        await self.start()
+        errors = []
+        for server in sorted(self._servers, key=lambda s: not s.up):
+            if server.excluded is not None:
+                continue
+            try:
+                return await call(server.client)
+            except EnvUnavailableError as exc:
+                self._failed(server, exc)
+                errors.append(f"{server.url}: {exc}")
+        raise EnvUnavailableError("no env server answered: " + "; ".join(errors))
+
+    async def list_tasks(self, split: str) -> list[str]:
+        return list(await self._any(lambda c: c.list_tasks(split)))
+
+    async def get_task(self, task_id: str) -> Task:
+        task: Task = await self._any(lambda c: c.get_task(task_id))
+        return task
+
+    # -- introspection -----------------------------------------------------------------------------------
+    async def healthz(self) -> dict[str, Any]:
+        """The pool as one server: summed ``slots`` / ``free_slots`` of the servers up, and each server's state."""
+        await self.start()
+        await self.refresh()
+        servers = self.status()
+        up = [s for s in servers if s["up"]]
+        return {"ready": bool(up), "slots": sum(s["slots"] for s in up),
+                "free_slots": sum(max(0, s["free"]) for s in up), "leased": len(self._leases),
+                "fingerprint": self._reference, "servers": servers}
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per server: url, up, slots, our leases, estimated free slots, resets granted, last error."""
+        return [{"url": s.url, "up": s.up, "slots": s.slots, "ours": s.ours, "others": s.others, "free": s.free,
+                 "episodes": s.episodes, "failures": s.failures, "last_error": s.excluded or s.last_error}
+                for s in self._servers]
+
+    def hurry(self, seconds: float) -> None:
+        """Shutting down: every server's releases, running or to come, give up within ``seconds`` from now."""
+        for server in self._servers:
+            hurry = getattr(server.client, "hurry", None)
+            if hurry is not None:
+                hurry(seconds)
+
+    @property
+    def unconfirmed_releases(self) -> int:
+        """Releases that gave up, over every server (each server reclaims those after its lease TTL)."""
+        return sum(int(getattr(server.client, "unconfirmed_releases", 0)) for server in self._servers)
+
+    @property
+    def leases(self) -> int:
+        """Leases this pool holds now (a finished run holds none)."""
+        return len(self._leases)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        tasks = [t for t in (self._refresher, *(s.check for s in self._servers)) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        for server in self._servers:
+            await server.client.aclose()
+        await self._probe.aclose()
+
+    async def __aenter__(self) -> EnvPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _never_reached(error: BaseException) -> bool:
+    """True when the request could not even connect: nothing happened on that server."""
+    return isinstance(error.__cause__, (httpx.ConnectError, httpx.ConnectTimeout))
+
+
+def make_env_client(urls: str | Sequence[str], *, token: str | None = None, **kwargs: Any) -> Any:
+    """One URL: a plain :class:`HttpEnvClient`; several: an :class:`EnvPool` over them."""
+    parsed = parse_env_urls(urls)
+    if len(parsed) == 1:
+        return HttpEnvClient(parsed[0], token=token, **kwargs)
+    return EnvPool(parsed, token=token, **kwargs)

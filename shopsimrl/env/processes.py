@@ -1,0 +1,155 @@
+"""``shopsimrl env serve --processes N``: N env server processes on consecutive ports, one supervisor.
+
+One server process is bound by one core: its searches release the GIL, but the
+request handling around them does not.  N processes over the one read-only
+catalog file use N cores without threads fighting over the GIL.  The catalog is
+built (or found) once, here, before any child starts, so the children only open
+it.  The supervisor prints the URLs once every child answers ``/healthz`` and
+stops them all, by PID, on Ctrl-C or SIGTERM.  A child that dies later is
+reported and the others go on (the multi-server client routes around it); the
+supervisor exits when none is left.  On Linux the children also get SIGTERM if the
+supervisor itself is killed outright (SIGKILL), so no server is left orphaned.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+import httpx
+
+from shopsimrl.env.auth import TOKEN_ENV
+
+STARTUP_TIMEOUT = 120.0
+STOP_TIMEOUT = 10.0
+POLL_SECONDS = 0.2
+
+
+class _Stop(Exception):
+    """Raised in the supervisor by SIGTERM (SIGINT raises KeyboardInterrupt)."""
+
+
+@dataclass
+class Child:
+    port: int
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+def child_command(port: int, serve_args: Sequence[str]) -> list[str]:
+    """The command of one child: ``shopsimrl env serve`` with the same options on its own port."""
+    return [sys.executable, "-m", "shopsimrl.cli", "env", "serve", *serve_args, "--port", str(port), "--processes", "1"]
+
+
+def url_host(host: str) -> str:
+    """How a client writes the bind address in a URL (0.0.0.0 is reachable on this machine as 127.0.0.1)."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _stop_all(children: Sequence[Child]) -> None:
+    for child in children:
+        if child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for child in children:
+        try:
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait(timeout=STOP_TIMEOUT)
+
+
+def _wait_ready(children: Sequence[Child], timeout: float) -> str | None:
+    """None once every child answers /healthz; else why not (a child exited, or the timeout)."""
+    pending = list(children)
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=1.0) as http:
+        while pending:
+            for child in list(pending):
+                code = child.process.poll()
+                if code is not None:
+                    return (f"the server for port {child.port} exited with code {code} during startup "
+                            f"(is the port in use? its message is above)")
+                try:
+                    if http.get(f"{child.url}/healthz").status_code == 200:
+                        pending.remove(child)
+                except httpx.HTTPError:
+                    pass
+            if pending and time.monotonic() > deadline:
+                return f"{', '.join(c.url for c in pending)} did not answer /healthz within {timeout:.0f}s"
+            if pending:
+                time.sleep(POLL_SECONDS)
+    return None
+
+
+def supervise(host: str, first_port: int, processes: int, serve_args: Sequence[str], token: str | None) -> int:
+    """Start ``processes`` children on ``first_port``...; print their URLs; stop them on a signal.
+
+    ``serve_args``: the ``env serve`` options every child repeats (host, slots, catalog, --insecure...);
+    the token reaches the children through their environment, never their command line.
+    """
+    env = dict(os.environ)
+    if token is not None:
+        env[TOKEN_ENV] = token
+    children: list[Child] = []
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        for i in range(processes):
+            port = first_port + i
+            process = subprocess.Popen(child_command(port, serve_args), env=env, stdout=subprocess.DEVNULL,
+                                       preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            children.append(Child(port, f"http://{url_host(host)}:{port}", process))
+        problem = _wait_ready(children, STARTUP_TIMEOUT)
+        if problem is not None:
+            print(f"shopsimrl env serve: {problem}; stopping the others", file=sys.stderr, flush=True)
+            return 1
+        urls = ",".join(c.url for c in children)
+        pids = ", ".join(str(c.process.pid) for c in children)
+        print(f"ShopSim serving {processes} processes (pids {pids}); Ctrl-C stops them all", flush=True)
+        print(f"SHOPSIM_ENV_URL={urls}", flush=True)
+        reported: set[int] = set()
+        while True:
+            for child in children:
+                code = child.process.poll()
+                if code is not None and child.port not in reported:
+                    reported.add(child.port)
+                    print(f"shopsimrl env serve: the server at {child.url} (pid {child.process.pid}) exited with "
+                          f"code {code}; {processes - len(reported)} still serving", file=sys.stderr, flush=True)
+            if len(reported) == processes:
+                return 1
+            time.sleep(POLL_SECONDS)
+    except (KeyboardInterrupt, _Stop):
+        print("shopsimrl env serve: stopping every server process", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the shutdown short
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            _stop_all(children)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, interrupt)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Linux, in the child before exec: SIGTERM it when the supervisor dies, even by SIGKILL (no orphans)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _raise_stop(_signum: int, _frame: FrameType | None) -> None:
+    raise _Stop()
