@@ -347,7 +347,7 @@ def test_rollout_over_two_servers_with_a_token(small_db: Path, tmp_path: Path,
                          "--episode-concurrency", "16", "--out", str(tmp_path), "--name", "two"])
         err = capsys.readouterr().err
         assert code == 0, err
-        assert "the 2 env servers have 6 slots in all: running at most 6 episodes at once" in err
+        assert "the 2 env servers have 6 free slots of 6: running at most 6 episodes at once" in err
         assert a.env.counters()["resets"] > 0 and b.env.counters()["resets"] > 0  # both served episodes
         assert a.env.counters()["leased"] == b.env.counters()["leased"] == 0
     finally:
