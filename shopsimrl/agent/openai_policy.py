@@ -10,10 +10,13 @@ its end, so a server's prefix cache reuses the whole previous prompt.
 What a server answers is sorted three ways:
 
 * **the model's mistakes** are scored, never technical: a tool call the server could not
-  parse (llama.cpp's HTTP 500 "Failed to parse tool call arguments as JSON", SGLang's
-  equivalent; vLLM returns the raw text, which the protocol checker recognises) becomes
-  a turn with ``tool_call_error`` (an ``invalid_arguments`` protocol error: turn spent,
-  model told, nothing resampled); a conversation longer than the model's context (HTTP
+  parse (SGLang's HTTP 400 "Failed to parse fc related info", llama.cpp's HTTP 500
+  "Failed to parse tool call arguments as JSON"; vLLM returns the raw text, which the
+  protocol checker recognises) becomes a turn with ``tool_call_error`` (an
+  ``invalid_arguments`` protocol error: turn spent, model told, nothing resampled).
+  llama.cpp's 500 in fact refuses a *request* whose history holds a call with arguments
+  that are not JSON; so such a call is never sent back as a structured tool call, but as
+  the text the model wrote (``<tool_call>`` markup), and the 500 does not recur; a conversation longer than the model's context (HTTP
   400 in the words of llama.cpp, vLLM, SGLang or OpenAI's ``context_length_exceeded``)
   becomes a length cut (``generation_length``).  ``max_context_tokens`` cuts the
   episode on the client side before the server has to refuse;
@@ -314,18 +317,28 @@ class _OpenAIEpisode:
             )
             for index, call in enumerate(message.tool_calls or ())
         )
-        self._messages.append(
-            {
-                "role": "assistant",
-                "content": message.content or None,
-                **(
-                    {"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
-                    if calls
-                    else {}
-                ),
-            }
-        )
-        self._unanswered = [c.id for c in calls if c.id is not None]
+        if all(_json_object(c.arguments) for c in calls):
+            self._messages.append(
+                {
+                    "role": "assistant",
+                    "content": message.content or None,
+                    **(
+                        {"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
+                        if calls
+                        else {}
+                    ),
+                }
+            )
+            self._unanswered = [c.id for c in calls if c.id is not None]
+        else:
+            # Arguments that are not a JSON object cannot go back as structured tool calls: the
+            # server must parse them to render its template (llama.cpp answers HTTP 500 "Failed to
+            # parse tool call arguments as JSON" for the whole request, on every later turn).  The
+            # reply goes back as the text the model wrote, in the Hermes markup most templates use.
+            written = "".join(f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
+                              for c in calls)
+            self._messages.append({"role": "assistant", "content": (message.content or "") + written})
+            self._unanswered = []
         usage = getattr(response, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)
@@ -359,6 +372,13 @@ class _OpenAIEpisode:
         else:
             self._messages.append({"role": "user", "content": content})
         self._unanswered = []
+
+
+def _json_object(arguments: str) -> bool:
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
 
 
 def _chars(messages: list[dict[str, Any]]) -> int:

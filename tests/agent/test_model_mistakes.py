@@ -190,3 +190,19 @@ def test_retry_after_parsing() -> None:
     assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == 10.0
     assert retry_after_seconds({"retry-after": "soon"}) is None and retry_after_seconds({}) is None
     assert retry_after_seconds({"retry-after": "-1"}) is None
+
+
+async def test_arguments_that_are_not_json_never_go_back_as_structured_tool_calls(server: ScriptedServer,
+                                                                                  env: EnvClient) -> None:
+    """llama.cpp refuses (HTTP 500) every request whose history holds such a call: send it back as text."""
+    broken = reply(("search", '{"query": "search(['))
+    result = await play(server, env, broken, SEARCH, SEARCH, SEARCH)
+    assert result.scored and result.protocol_errors == 1 and result.env_steps == MAX_STEPS - 1
+    for request in server.requests:
+        for message in request["messages"]:
+            for call in message.get("tool_calls", ()):
+                assert isinstance(json.loads(call["function"]["arguments"]), dict)
+    assistant, feedback = server.requests[1]["messages"][-2:]
+    assert assistant == {"role": "assistant",
+                         "content": '<tool_call>\n{"name": "search", "arguments": {"query": "search([}\n</tool_call>'}
+    assert feedback["role"] == "user" and "Invalid arguments for search" in feedback["content"]

@@ -109,7 +109,7 @@ async def test_two_tool_calls_are_answered_each_with_the_error(server: ScriptedS
     ("bad", "expect"),
     [
         (reply(SEARCH, text="Sure, searching now."), "text beside the tool call"),
-        (reply(("search", '{"query": "red')), "Invalid arguments for search"),
+        (reply(("search", '{"query": 42}')), "Invalid arguments for search"),  # JSON, wrong type: answered as a tool
         (reply(("checkout", "{}")), "no tool named 'checkout'"),
     ],
 )

@@ -261,3 +261,60 @@ def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server:
         "end_reasons": dict(collections.Counter(s.metadata["shopsim_end_reason"] for s in samples)),
     }
     _write_report()
+
+
+def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: LlamaServer, small_catalog: Path) -> None:
+    """The fixed tool list and the append-only conversation let llama-server's prefix cache reuse each prompt.
+
+    Episodes run one at a time, so the server's counters before and after each request
+    give that request's prompt tokens and how many of them came from the cache (also for
+    a turn the server refused because it could not parse the model's tool call).
+    """
+    from shopsimrl.agent import OpenAIPolicy, run_episode
+    from shopsimrl.env import InProcessEnvClient
+    from shopsimrl.env.core import ShopSimEnv
+
+    class Recording(OpenAIPolicy):
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self.prompts: list[tuple[int, int, int]] = []  # (episode number, prompt tokens, cached tokens)
+            self.episode = 0
+
+        async def complete(self, request: dict[str, Any]) -> Any:
+            before = await asyncio.to_thread(server_metrics, llama_server.url)
+            try:
+                return await super().complete(request)
+            finally:
+                after = await asyncio.to_thread(server_metrics, llama_server.url)
+                processed = _delta(after, before, "prompt_tokens_total")
+                cached = _delta(after, before, "prompt_tokens_cached_total")
+                self.prompts.append((self.episode, int(processed + cached), int(cached)))
+
+    policy = Recording(base_url=f"{llama_server.url}/v1", model="smollm2", max_tokens=64, send_seed=True, timeout=300.0)
+
+    def later_turns() -> list[float]:
+        pairs = zip(policy.prompts, policy.prompts[1:])
+        return [min(cached, previous) / previous for (ea, previous, _), (eb, _, cached) in pairs if ea == eb and previous]
+
+    async def play() -> None:
+        with ShopSimEnv(small_catalog, slots=1) as shop:
+            env = InProcessEnvClient(shop)
+            try:
+                for number, task_id in enumerate(shop.list_tasks("train")[:8]):
+                    policy.episode = number
+                    await run_episode(env, policy, task_id, rollout_id=str(number), seed=number, max_steps=4)
+                    if len(later_turns()) >= 3:
+                        break
+            finally:
+                await policy.aclose()
+                await env.aclose()
+
+    asyncio.run(play())
+    shares = later_turns()
+    if not shares:
+        pytest.fail(f"no episode lasted two turns: the prefix reuse could not be measured ({policy.prompts})",
+                    pytrace=False)
+    REPORT["openai_prefix_reuse"] = {"episodes": policy.episode + 1, "later_turns": len(shares),
+                                     "min": round(min(shares), 3), "median": round(sorted(shares)[len(shares) // 2], 3)}
+    _write_report()
+    assert min(shares) >= 0.9, (shares, policy.prompts)
