@@ -19,8 +19,6 @@ import collections
 import json
 import math
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -31,8 +29,9 @@ import httpx
 import pytest
 import uvicorn
 
-from e2e.conftest import LlamaServer, server_metrics
 from e2e.gguf_tokenizer import save_tokenizer
+from e2e.llama_server import LlamaServer, server_metrics
+from e2e.measure import rollout
 from e2e.sglang_adapter import SGLangAdapter
 
 ROLLOUT_KNOBS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "2",
@@ -56,23 +55,12 @@ def _delta(after: dict[str, float], before: dict[str, float], name: str) -> floa
 
 
 def test_one_rollout_step_with_the_openai_policy(llama_server: LlamaServer, tmp_path: Path) -> None:
-    before = server_metrics(llama_server.url)
-    started = time.monotonic()
-    command = [sys.executable, "-m", "shopsimrl.cli", "rollout", "--policy", "openai",
-               "--openai-base-url", f"{llama_server.url}/v1", "--openai-model", "smollm2",
-               *ROLLOUT_KNOBS, "--out", str(tmp_path), "--name", "e2e", "--view", "plain"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - started
+    done, result = rollout(llama_server, tmp_path, "e2e", ROLLOUT_KNOBS)
     assert done.returncode == 0, f"rollout failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    after = server_metrics(llama_server.url)
-
-    run = tmp_path / "e2e"
-    metrics = json.loads((run / "step-1" / "metrics.json").read_text())
-    traces = [json.loads(p.read_text()) for p in sorted((run / "step-1" / "traces").glob("*.json"))]
+    traces = [json.loads(p.read_text()) for p in sorted((tmp_path / "e2e" / "step-1" / "traces").glob("*.json"))]
     assert traces, "no episode traces were written"
     assert all(t["scored"] for t in traces), [t["error"] for t in traces if not t["scored"]]
-    assert not any(t["error"] for t in traces)
-    assert metrics["rollout/shopsim/technical_group_drop_count"] == 0, metrics
+    assert result["technical_groups"] == 0 and result["scored"] == result["episodes"] == len(traces)
 
     steps = [s for t in traces for s in t["steps"]]
     calls = [c for s in steps for c in s["output"]["tool_calls"]]
@@ -80,28 +68,8 @@ def test_one_rollout_step_with_the_openai_policy(llama_server: LlamaServer, tmp_
     assert all(c["name"] for c in calls)
     for step in steps:  # every turn became an action, a protocol error or a length cut: never an exception
         assert step["action"] is not None or step["protocol_error"] is not None or step["end_reason"] == "generation_length"
-    for t in traces:  # the turn budget is honoured, protocol-error turns included
-        assert len(t["steps"]) <= 4
-
-    predicted = _delta(after, before, "tokens_predicted_total")
-    processed = _delta(after, before, "prompt_tokens_total")
-    cached = _delta(after, before, "prompt_tokens_cached_total")
-    REPORT["machine"] = f"{os.cpu_count()} cores, llama-server -t {llama_server.threads}, {time.strftime('%Y-%m-%d')}"
-    REPORT["rollout_step"] = {
-        "episodes": len(traces),
-        "turns": len(steps),
-        "wall_seconds_step": round(wall, 1),
-        "completion_tokens": int(predicted),
-        "generation_tokens_per_second": round(predicted / max(1e-9, _delta(after, before, "tokens_predicted_seconds_total")), 1),
-        "prompt_tokens_processed": int(processed),
-        "prompt_tokens_cached": int(cached),
-        "prompt_tokens_per_second": round(processed / max(1e-9, _delta(after, before, "prompt_seconds_total")), 1),
-        "prompt_cache_reuse": round(cached / max(1.0, cached + processed), 3),
-        "end_reasons": dict(collections.Counter(t["end_reason"] for t in traces)),
-        "protocol_errors": dict(collections.Counter(s["protocol_error"]["code"] for s in steps if s["protocol_error"])),
-        "env_feedback": dict(collections.Counter(s["feedback"]["code"] for s in steps if s["feedback"])),
-        "technical": 0,
-    }
+    assert all(len(t["steps"]) <= 4 for t in traces)  # --max-steps 4, protocol-error turns included
+    REPORT["rollout_step"] = result
     _write_report()
 
 
