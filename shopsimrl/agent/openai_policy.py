@@ -106,7 +106,8 @@ class OpenAIPolicyOptions:
         }
         for name, ok in checks.items():
             if not ok:
-                raise ValueError(f"openai policy option {name}={getattr(self, name)!r} is out of range")
+                hint = f" (it must exceed max_tokens={self.max_tokens})" if name == "max_context_tokens" else ""
+                raise ValueError(f"openai policy option {name}={getattr(self, name)!r} is out of range{hint}")
         if not isinstance(self.extra_body, dict):
             raise ValueError(f"openai policy option extra_body must be a JSON object, got {self.extra_body!r}")
 

@@ -169,9 +169,9 @@ async def test_other_server_errors_stay_technical(server: ScriptedServer, env: E
 
 
 async def test_a_trickling_server_cannot_hold_a_turn(server: ScriptedServer, env: EnvClient) -> None:
-    """One byte every 0.2 s never trips a per-read timeout; the whole-request timeout of 1 s does."""
-    slow = Reply(200, reply(("search", '{"query": "boots"}')).body, trickle_every=0.2)
-    result = await asyncio.wait_for(play(server, env, slow, timeout=1.0, max_retries=0), 60)
+    """One byte every 2 s never trips a per-read timeout of 3 s; the whole-request timeout of 3 s does."""
+    slow = Reply(200, reply(("search", '{"query": "boots"}')).body, trickle_every=2.0)
+    result = await asyncio.wait_for(play(server, env, slow, timeout=3.0, max_retries=0), 60)
     assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "RequestTimeout"
 
 
