@@ -206,3 +206,17 @@ async def test_arguments_that_are_not_json_never_go_back_as_structured_tool_call
     assert assistant == {"role": "assistant",
                          "content": '<tool_call>\n{"name": "search", "arguments": {"query": "search([}\n</tool_call>'}
     assert feedback["role"] == "user" and "Invalid arguments for search" in feedback["content"]
+
+
+async def test_a_refused_connection_stays_technical(env: EnvClient) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed when the block ends: nothing listens there
+    p = OpenAIPolicy(base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, retry_initial_delay=0.01, retry_max_delay=0.01)
+    try:
+        result = await run_episode(env, p, (await env.list_tasks("train"))[0], rollout_id="r", seed=0, max_steps=MAX_STEPS)
+    finally:
+        await p.aclose()
+    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "APIConnectionError"
