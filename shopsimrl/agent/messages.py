@@ -1,19 +1,50 @@
 """The chat wording every model-driven policy uses: one copy, so the OpenAI policy and the
-token-exact slime policy show a model the same conversation."""
+token-exact slime policy show a model the same conversation.
+
+A conversation only ever grows at its end (system prompt, first page, then assistant
+replies and tool results), and the tool list is fixed for the episode
+(:data:`EPISODE_TOOLS`), so each prompt is the previous prompt plus the new turn: a server's
+prefix cache reuses all of it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Final
+
 from shopsimrl.agent.policy import TurnFeedback
+from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation, Task
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a shopping agent in the ShopSim web shop. Buy the product the user's instruction "
     "describes, with the requested options and within the budget.\n"
-    "You act only through the tools offered on each page: search(query) on the search page, and "
-    "click(value) to click a link, a product id, an option value or 'buy now'.\n"
+    "You act only through two tools: search(query) on the search page, and click(value) to click "
+    "a link, a product id, an option value or 'buy now'. Each page says which calls are valid now.\n"
     "Every reply must be exactly one tool call and nothing else: no text before or after it. "
     "Each tool result shows the page you are now on."
 )
+
+# The tools offered on every request of an episode: the same list on every page (what a
+# page accepts is in its text), so the rendered prompt never changes in front of the new turn.
+EPISODE_TOOLS: Final[list[dict[str, Any]]] = all_tools()
+
+# Key of the turn budget the episode loop puts into ``Observation.state``.
+TURNS_LEFT: Final = "turns_left"
+
+
+def with_turns_left(observation: Observation, turns_left: int) -> Observation:
+    """The page as the policy sees it: the env's page plus the agent's own turn budget.
+
+    The env counts env steps; the agent's budget is its turns, protocol-error turns included,
+    capped by ``max_steps`` (and by the env's own action limit when that is closer).
+    """
+    text = observation.text.rstrip("\n") + f"\n{_turns_note(turns_left)}\n"
+    return dataclasses.replace(observation, text=text, state={**observation.state, TURNS_LEFT: turns_left})
+
+
+def _turns_note(turns_left: int) -> str:
+    return f"(turns left: {turns_left})"
 
 
 def first_user_message(task: Task, observation: Observation) -> str:
@@ -26,7 +57,9 @@ def first_user_message(task: Task, observation: Observation) -> str:
 def observation_message(observation: Observation, feedback: TurnFeedback | None) -> str:
     """What the model reads after its turn: the new page, or why its turn was refused."""
     if feedback is not None and feedback.source == "protocol":
-        return f"Error: {feedback.message} The page has not changed."
+        turns_left = observation.state.get(TURNS_LEFT)
+        note = f" {_turns_note(turns_left)}" if isinstance(turns_left, int) else ""
+        return f"Error: {feedback.message} The page has not changed.{note}"
     if feedback is not None and feedback.message not in observation.text:
         return f"Error: {feedback.message}\n\n{observation.text}"
     return observation.text  # ShopSim pages already start with the env's "Invalid action (...)" line

@@ -1,35 +1,75 @@
 """A policy backed by any OpenAI-compatible chat-completions server with tool calling.
 
-Targets SGLang and vLLM (the rollout servers) as well as hosted endpoints.  The
-conversation is the standard tool-calling one: a system prompt, the instruction and
-first page as the first user message, then each later page as a ``tool`` message
-answering the call that produced it.  Protocol errors are sent back too, so the
-model sees why a turn was wasted.
+Targets SGLang, vLLM and llama.cpp's ``llama-server`` (the rollout servers) as well as
+hosted endpoints.  The conversation is the standard tool-calling one: a system prompt,
+the instruction and first page as the first user message, then each later page as a
+``tool`` message answering the call that produced it.  The tool list is the same on
+every request of an episode (``messages.EPISODE_TOOLS``) and the history only grows at
+its end, so a server's prefix cache reuses the whole previous prompt.
 
-Retries are ours, not the client's: the client runs with ``max_retries=0`` because
-its built-in policy also retries 408 and 409 and honours ``x-should-retry``; here
-exactly connection errors (timeouts included), 429 and 5xx are retried, with
-bounded exponential backoff and jitter.  Anything else (a 400, a 401...) fails the
-turn at once, making the episode unscored.
+What a server answers is sorted three ways:
 
-``openai`` is imported lazily, on the first request, so importing the agent package
-stays cheap.
+* **the model's mistakes** are scored, never technical: a tool call the server could not
+  parse (SGLang's HTTP 400 "Failed to parse fc related info", llama.cpp's HTTP 500
+  "Failed to parse tool call arguments as JSON"; vLLM returns the raw text, which the
+  protocol checker recognises) becomes a turn with ``tool_call_error`` (an
+  ``invalid_arguments`` protocol error: turn spent, model told, nothing resampled).
+  llama.cpp's 500 in fact refuses a *request* whose history holds a call with arguments
+  that are not JSON; so such a call is never sent back as a structured tool call, but as
+  the text the model wrote (``<tool_call>`` markup), and the 500 does not recur; a conversation longer than the model's context (HTTP
+  400 in the words of llama.cpp, vLLM, SGLang or OpenAI's ``context_length_exceeded``)
+  becomes a length cut (``generation_length``).  ``max_context_tokens`` cuts the
+  episode on the client side before the server has to refuse;
+* **transient failures** (connection errors, the whole-request timeout, 429 and other
+  5xx) are retried, at most ``max_retries`` times and ``max_retry_wait`` seconds of
+  waiting in total per turn, honouring ``Retry-After`` on 429/503;
+* **anything else** (400, 401, 404...) fails the turn at once: the episode is unscored.
+
+Retries are ours, not the client's (it runs with ``max_retries=0``: its own policy also
+retries 408 and 409 and obeys ``x-should-retry``).  ``timeout`` bounds the whole request,
+not each read: a server trickling a byte every few seconds cannot hold a turn forever.
+``openai`` is imported lazily, on the first request, so importing the agent stays cheap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import json
+import math
 import os
 import random
+import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, observation_message
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, EPISODE_TOOLS, first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.types import Observation, Task
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+# Lower-cased fragments of the error a server gives when it cannot parse the model's tool call.
+TOOL_CALL_PARSE_ERRORS: Final = (
+    "failed to parse tool call",  # llama.cpp: "Failed to parse tool call arguments as JSON: ..."
+    "failed to parse fc related info",  # SGLang's function-call parser
+    "error in extracting tool call",  # vLLM tool parsers, when they raise instead of returning the text
+)
+# ... and the error it gives when the prompt (plus max_tokens) does not fit the context.
+CONTEXT_OVERFLOW_ERRORS: Final = (
+    "exceeds the available context size",  # llama.cpp (type exceed_context_size_error)
+    "exceed_context_size_error",
+    "maximum context length",  # vLLM and OpenAI: "This model's maximum context length is N tokens..."
+    "context_length_exceeded",  # OpenAI's error code
+    "longer than the model's context length",  # SGLang: "The input (N tokens) is longer than the model's..."
+    "is larger than the max context size",  # llama.cpp, prompt alone too long
+)
+
+
+class RequestTimeout(Exception):
+    """No complete response arrived within the policy's ``timeout`` (the whole request)."""
+
 
 @dataclass(frozen=True)
 class OpenAIPolicyOptions:
@@ -41,12 +81,15 @@ class OpenAIPolicyOptions:
     temperature: float = 0.6
     top_p: float = 1.0
     max_tokens: int = 1024  # per turn
-    timeout: float = 120.0  # seconds per request
-    max_retries: int = 3  # on connection errors / 429 / 5xx only
+    max_context_tokens: int | None = None  # prompt + completion budget; None: only the server's limit
+    timeout: float = 120.0  # seconds for the whole request (connect, wait, every byte of the answer)
+    max_retries: int = 3  # on connection errors, timeouts, 429 and 5xx only
     retry_initial_delay: float = 0.5
     retry_max_delay: float = 8.0
+    max_retry_wait: float = 60.0  # seconds slept between the attempts of one turn, Retry-After included
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    send_seed: bool = False  # pass the episode seed as the request's `seed`
+    send_seed: bool = False  # send a request seed derived from the episode seed and the turn
+    parallel_tool_calls: bool | None = False  # sent as is; None leaves the field out (servers that refuse it)
     extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
 
     def __post_init__(self) -> None:
@@ -54,14 +97,69 @@ class OpenAIPolicyOptions:
             "temperature": self.temperature >= 0,
             "top_p": 0 < self.top_p <= 1,
             "max_tokens": self.max_tokens >= 1,
+            "max_context_tokens": self.max_context_tokens is None or self.max_context_tokens > self.max_tokens,
             "timeout": self.timeout > 0,
             "max_retries": self.max_retries >= 0,
             "retry_initial_delay": self.retry_initial_delay >= 0,
             "retry_max_delay": self.retry_max_delay >= self.retry_initial_delay,
+            "max_retry_wait": self.max_retry_wait >= 0,
         }
         for name, ok in checks.items():
             if not ok:
-                raise ValueError(f"openai policy option {name}={getattr(self, name)!r} is out of range")
+                hint = f" (it must exceed max_tokens={self.max_tokens})" if name == "max_context_tokens" else ""
+                raise ValueError(f"openai policy option {name}={getattr(self, name)!r} is out of range{hint}")
+        if not isinstance(self.extra_body, dict):
+            raise ValueError(f"openai policy option extra_body must be a JSON object, got {self.extra_body!r}")
+
+
+def request_seed(episode_seed: int, turn: int) -> int:
+    """The sampling seed sent for ``turn`` of an episode: reproducible, different on every turn."""
+    return random.Random(f"shopsimrl:{episode_seed}:{turn}").getrandbits(31)
+
+
+def is_tool_call_parse_error(status: int, text: str) -> bool:
+    """A server error that is the model's malformed tool call, not a failing server."""
+    return status in (400, 500) and any(fragment in text.lower() for fragment in TOOL_CALL_PARSE_ERRORS)
+
+
+def is_context_overflow(status: int, text: str) -> bool:
+    """A refusal because the conversation no longer fits the model's context."""
+    return status in (400, 413) and any(fragment in text.lower() for fragment in CONTEXT_OVERFLOW_ERRORS)
+
+
+def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
+    """``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, as seconds; None if absent or bad."""
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            value = float(milliseconds) / 1000
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return value
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        value = when.timestamp() - (time.time() if now is None else now)
+        return max(0.0, value)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+@dataclass(frozen=True)
+class _ModelMistake:
+    """A server refusal caused by the model's own output (see the module docstring)."""
+
+    kind: str  # "tool_call" | "context"
+    message: str
 
 
 class OpenAIPolicy:
@@ -104,34 +202,75 @@ class OpenAIPolicy:
             self._client_loop = loop
         return self._client
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int) -> Any:
-        """One chat completion, retried on transient failures only."""
-        import openai
-
+    def request(self, messages: list[dict[str, Any]], *, max_tokens: int, seed: int | None) -> dict[str, Any]:
+        """The keyword arguments of one ``chat.completions.create`` call."""
         opts = self.options
         request: dict[str, Any] = {
             "model": opts.model,
             "messages": messages,
+            "tools": EPISODE_TOOLS,
             "temperature": opts.temperature,
             "top_p": opts.top_p,
-            "max_tokens": opts.max_tokens,
+            "max_tokens": max_tokens,
         }
-        if tools:
-            request["tools"] = tools
-        if opts.send_seed:
+        if opts.parallel_tool_calls is not None:
+            request["parallel_tool_calls"] = opts.parallel_tool_calls
+        if seed is not None:
             request["seed"] = seed
         if opts.extra_body:
             request["extra_body"] = opts.extra_body
+        return request
+
+    async def complete(self, request: dict[str, Any]) -> Any:
+        """One chat completion (or the model's mistake the server reported), retried on transient failures only."""
+        import openai
+
+        opts = self.options
         attempt = 0
+        waited = 0.0
         while True:
+            retry_after: float | None = None
             try:
-                return await self.client().chat.completions.create(**request)
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError):
-                if attempt >= opts.max_retries:
+                return await asyncio.wait_for(self.client().chat.completions.create(**request), opts.timeout)
+            except asyncio.TimeoutError:
+                failure: Exception = RequestTimeout(f"no complete response within {opts.timeout:g} s")
+            except openai.APIStatusError as exc:
+                mistake = _model_mistake(exc)
+                if mistake is not None:
+                    return mistake
+                if exc.status_code != 429 and exc.status_code < 500:
                     raise
+                failure = exc
+                if exc.status_code in (429, 503):
+                    retry_after = retry_after_seconds(exc.response.headers)
+            except openai.APIConnectionError as exc:
+                failure = exc
+            if attempt >= opts.max_retries:
+                raise failure
             delay = min(opts.retry_initial_delay * 2**attempt, opts.retry_max_delay)
-            await asyncio.sleep(delay * (1 - 0.25 * self._jitter.random()))
+            delay = retry_after if retry_after is not None else delay * (1 - 0.25 * self._jitter.random())
+            if waited + delay > opts.max_retry_wait:
+                raise failure  # the server asks for a longer wait than this turn may spend
+            await asyncio.sleep(delay)
+            waited += delay
             attempt += 1
+
+
+def _model_mistake(exc: Any) -> _ModelMistake | None:
+    body = exc.body
+    text = f"{exc.message} {json.dumps(body) if isinstance(body, (dict, list)) else body or ''}"
+    if is_tool_call_parse_error(exc.status_code, text):
+        return _ModelMistake("tool_call", _error_message(exc))
+    if is_context_overflow(exc.status_code, text):
+        return _ModelMistake("context", _error_message(exc))
+    return None
+
+
+def _error_message(exc: Any) -> str:
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return str(exc.message)
 
 
 class _OpenAIEpisode:
@@ -141,12 +280,34 @@ class _OpenAIEpisode:
         self._policy = policy
         self._task = task
         self._seed = seed
+        self._turn = 0
         self._messages: list[dict[str, Any]] = []
         self._unanswered: list[str] = []  # tool_call ids of the last assistant message
+        # Context accounting: the server's token count of the conversation at its last answer,
+        # and the characters it covered, so the next prompt's size can be estimated.
+        self._known_tokens: int | None = None
+        self._known_chars = 0
 
     async def act(self, observation: Observation, feedback: TurnFeedback | None) -> PolicyTurn:
+        opts = self._policy.options
         self._append_observation(observation, feedback)
-        response = await self._policy.complete(self._messages, observation.tools, self._seed)
+        turn, self._turn = self._turn, self._turn + 1
+        max_tokens = opts.max_tokens
+        estimate = self._estimated_prompt_tokens()
+        if opts.max_context_tokens is not None and estimate is not None:
+            room = opts.max_context_tokens - estimate
+            if room < 1:  # the next prompt alone fills the budget: cut here, not at the server
+                return PolicyTurn(text=None, finish_reason="length", prompt_tokens=None, completion_tokens=None)
+            max_tokens = min(max_tokens, room)
+        seed = request_seed(self._seed, turn) if opts.send_seed else None
+        response = await self._policy.complete(self._policy.request(self._messages, max_tokens=max_tokens, seed=seed))
+        if isinstance(response, _ModelMistake):
+            self._unanswered = []  # the server kept the reply: the feedback goes as a user message
+            if response.kind == "context":
+                return PolicyTurn(text=None, finish_reason="length")
+            return PolicyTurn(text=None, finish_reason="stop", tool_call_error=response.message)
+        if not response.choices:
+            raise ValueError("the server answered with no choices")
         choice = response.choices[0]
         message = choice.message
         calls = tuple(
@@ -157,26 +318,48 @@ class _OpenAIEpisode:
             )
             for index, call in enumerate(message.tool_calls or ())
         )
-        self._messages.append(
-            {
-                "role": "assistant",
-                "content": message.content or None,
-                **(
-                    {"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
-                    if calls
-                    else {}
-                ),
-            }
-        )
-        self._unanswered = [c.id for c in calls if c.id is not None]
+        if all(_json_object(c.arguments) for c in calls):
+            self._messages.append(
+                {
+                    "role": "assistant",
+                    "content": message.content or None,
+                    **(
+                        {"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
+                        if calls
+                        else {}
+                    ),
+                }
+            )
+            self._unanswered = [c.id for c in calls if c.id is not None]
+        else:
+            # Arguments that are not a JSON object cannot go back as structured tool calls: the
+            # server must parse them to render its template (llama.cpp answers HTTP 500 "Failed to
+            # parse tool call arguments as JSON" for the whole request, on every later turn).  The
+            # reply goes back as the text the model wrote, in the Hermes markup most templates use.
+            written = "".join(f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
+                              for c in calls)
+            self._messages.append({"role": "assistant", "content": (message.content or "") + written})
+            self._unanswered = []
         usage = getattr(response, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None)
+        completion_tokens = getattr(usage, "completion_tokens", None)
+        if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int):
+            self._known_tokens = prompt_tokens + completion_tokens
+            self._known_chars = _chars(self._messages)
         return PolicyTurn(
             text=message.content,
             tool_calls=calls,
             finish_reason=choice.finish_reason or "stop",
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
         )
+
+    def _estimated_prompt_tokens(self) -> int | None:
+        """The next prompt's tokens: the last known count plus the new characters at this conversation's ratio."""
+        if self._known_tokens is None:
+            return None
+        ratio = self._known_tokens / max(1, self._known_chars)  # overestimates: the tools' tokens are in the count
+        return self._known_tokens + math.ceil(max(0, _chars(self._messages) - self._known_chars) * ratio)
 
     def _append_observation(self, observation: Observation, feedback: TurnFeedback | None) -> None:
         if not self._messages:
@@ -190,3 +373,19 @@ class _OpenAIEpisode:
         else:
             self._messages.append({"role": "user", "content": content})
         self._unanswered = []
+
+
+def _json_object(arguments: str) -> bool:
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
+
+
+def _chars(messages: list[dict[str, Any]]) -> int:
+    total = 0
+    for message in messages:
+        total += len(message.get("content") or "") + 16  # role markers
+        for call in message.get("tool_calls", ()):
+            total += len(call["function"]["name"]) + len(call["function"]["arguments"]) + 16
+    return total

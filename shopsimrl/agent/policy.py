@@ -29,13 +29,21 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class PolicyTurn:
-    """One model reply; token counts are None when the policy does not know them."""
+    """One model reply; token counts are None when the policy does not know them.
+
+    ``tool_call_error`` is set when the model did try a tool call but the serving engine
+    could not parse it (llama.cpp answers HTTP 500 "Failed to parse tool call arguments as
+    JSON"; vLLM and SGLang hand back the raw text).  That is the model's mistake: the
+    protocol checker makes it an ``invalid_arguments`` error, the turn is spent and the
+    model is told, never silently resampled.
+    """
 
     text: str | None
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str = "stop"
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    tool_call_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

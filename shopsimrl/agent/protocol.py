@@ -1,7 +1,9 @@
 """The tool-call protocol: turning one model reply into one env action, or saying why not.
 
 The rule is "exactly one tool call, no text beside it, a ShopSim tool, valid arguments".
-Only the *shape* of the call is checked here.  Whether the action makes sense on the
+A call the serving engine could not parse (see ``PolicyTurn.tool_call_error``), or
+tool-call markup left in a reply's text, is ``invalid_arguments`` too: the model's
+mistake, fed back, never resampled.  Only the *shape* of the call is checked here.  Whether the action makes sense on the
 current page is the env's business: a click value that is not offered, a search on a
 page without a search box or an empty query are passed through, and the env answers
 with its own feedback (``unavailable_action``, ``search_unavailable``,
@@ -87,9 +89,13 @@ def parse_turn(turn: PolicyTurn, offered_tools: Sequence[Mapping[str, Any]] = ()
     """
     calls = turn.tool_calls
     offered = ", ".join(offered_tool_names(offered_tools)) or "none"
+    if turn.tool_call_error is not None:
+        return _unparsed_call(turn.tool_call_error)
     if not calls:
         if turn.finish_reason == "length":
             return GenerationCut()
+        if _has_unparsed_call(turn.text):
+            return _unparsed_call("the reply holds tool-call markup that the server could not parse")
         return ProtocolError("no_tool_call", f"Your reply called no tool. Call exactly one tool ({offered}) and write no text.")
     if len(calls) > 1:
         return ProtocolError(
@@ -123,6 +129,28 @@ def parse_turn(turn: PolicyTurn, offered_tools: Sequence[Mapping[str, Any]] = ()
             f"Invalid arguments for {call.name}: {field_name} is {len(value)} characters long; the limit is {limit}.",
         )
     return f"{call.name}[{value}]"
+
+
+# Tool-call markup left in the text: vLLM's and SGLang's parsers return the raw text when
+# they cannot parse a call (Hermes/Qwen ``<tool_call>``, Llama-3 ``<|python_tag|>``...).
+_CALL_MARKERS: Final = ("<tool_call>", "<|python_tag|>", "<function=", "[TOOL_CALLS]")
+
+
+def _unparsed_call(detail: str) -> ProtocolError:
+    return ProtocolError(
+        "invalid_arguments",
+        f"Your tool call could not be parsed ({_clip(detail)}). "
+        'Call exactly one tool with a JSON object as arguments, like {"query": "..."} or {"value": "..."}.',
+    )
+
+
+def _has_unparsed_call(text: str | None) -> bool:
+    return text is not None and any(marker in text for marker in _CALL_MARKERS)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _max_length(tools: Sequence[Mapping[str, Any]], name: str, field_name: str) -> int | None:

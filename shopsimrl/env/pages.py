@@ -7,6 +7,12 @@ page with ``< prev``.  Every page yields a deterministic text (what a model
 reads), a structured state and the tools that are valid on it.  An invalid
 action raises :class:`InvalidAction` with one of the FEEDBACK_CODES and leaves
 the state untouched.
+
+The page text names what is valid *now* in terms of the two tools (``search`` with a
+query, ``click`` with a value), so a model offered one fixed tool list for the whole
+episode (:func:`all_tools`) still knows what each page takes.  It shows no turn
+counter: the env counts env steps, while an agent's budget is its own turns (protocol
+errors included), so the agent adds that line (``shopsimrl.agent.messages``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from shopsimrl.env.types import QueryTooLongError
 SEARCH, RESULTS, ITEM, DONE = "search", "results", "item", "done"
 BACK, PREV, NEXT, BUY = "back to search", "< prev", "next >", "buy now"
 
+# Longer actions are refused as feedback (``invalid_format``) by the env itself, so the
+# in-process and the HTTP clients answer an over-long action identically.
+MAX_ACTION_CHARS = 8192
 _ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
 
 
@@ -64,6 +73,9 @@ def parse_action(action: str) -> tuple[str, str]:
     """``search[...]`` / ``click[...]`` -> (kind, argument); raises InvalidAction otherwise."""
     if not isinstance(action, str):
         raise InvalidAction("invalid_format", "an action must be a string such as search[...] or click[...]")
+    if len(action) > MAX_ACTION_CHARS:
+        raise InvalidAction("invalid_format",
+                            f"the action is {len(action)} characters long; the limit is {MAX_ACTION_CHARS}")
     match = _ACTION.match(action)
     if not match:
         raise InvalidAction("invalid_format",
@@ -120,7 +132,7 @@ def apply_action(state: PageState, action: str, ctx: PageContext) -> Purchase | 
     if kind == "search":
         if state.page != SEARCH:
             raise InvalidAction("search_unavailable",
-                                "search is only available on the search page; click[back to search] first")
+                                "search is only available on the search page; click 'back to search' first")
         if len(argument) > MAX_QUERY_CHARS:  # after the page check: a search the page can't take is feedback
             raise QueryTooLongError(f"query is {len(argument)} characters; the limit is {MAX_QUERY_CHARS}")
         state.hits = ctx.search(argument)
@@ -166,9 +178,9 @@ def _explain_unavailable(state: PageState, argument: str, allowed: list[str]) ->
     folded = argument.casefold()
     if state.page == ITEM and folded == BUY:
         raise InvalidAction("incomplete_options",
-                            f"choose {', '.join(missing_axes(state))} before click[buy now]")
+                            f"choose {', '.join(missing_axes(state))} before clicking 'buy now'")
     if state.page == SEARCH:
-        raise InvalidAction("unavailable_action", "nothing to click on the search page; use search[<query>]")
+        raise InvalidAction("unavailable_action", "nothing to click on the search page; search with a query")
     shown = ", ".join(allowed[:12]) + (" ..." if len(allowed) > 12 else "")
     raise InvalidAction("unavailable_action", f"{argument[:80]!r} is not clickable here; options: {shown}")
 
@@ -200,19 +212,18 @@ def render(state: PageState, ctx: PageContext, *, instruction: str, steps: int, 
         "clickables": clicks,
         "search_available": state.page == SEARCH,
         "steps": steps,
-        "steps_left": max(0, action_limit - steps),
+        "steps_left": max(0, action_limit - steps),  # env steps; an agent's turn budget is its own
         "action_limit": action_limit,
     }
     lines = [f"Instruction: {instruction}", ""]
     if state.page == SEARCH:
-        lines += ["[Search page]", "Type a query to search the catalog.", "", "Actions: search[<your query>]"]
+        lines += ["[Search page]", "Search the catalog with a query.", "", "Valid now: search(query)"]
     elif state.page == RESULTS:
         lines += _render_results(state, ctx, data, clicks)
     elif state.page == ITEM:
         lines += _render_item(state, data)
     else:
         lines += _render_done(data, done_info or {})
-    lines.append(f"(steps left: {data['steps_left']})" if state.page != DONE else "")
     return "\n".join(lines).rstrip() + "\n", data, clicks
 
 
@@ -229,10 +240,10 @@ def _render_results(state: PageState, ctx: PageContext, data: dict[str, Any], cl
     start = (state.page_num - 1) * PAGE_SIZE
     for i, p in enumerate(products, start=start + 1):
         lines.append(f"{i}. [{p.product_id}] {p.title} | {price_range(p)}")
-    nav = [f"click[{c}]" for c in clicks if c in (BACK, PREV, NEXT)]
+    values = [f"'{c}'" for c in clicks if c in (BACK, PREV, NEXT)]
     if products:
-        nav.append("click[<product id>] to open a product")
-    lines += ["", "Actions: " + " | ".join(nav)]
+        values.append("a product id from the list, e.g. '" + products[0].product_id + "'")
+    lines += ["", "Valid now: click(value), value one of: " + ", ".join(values)]
     return lines
 
 
@@ -265,11 +276,11 @@ def _render_item(state: PageState, data: dict[str, Any]) -> list[str]:
             lines.append(f"  {axis}: {' | '.join(shown)}")
         chosen = ", ".join(f"{a}={v}" for a, v in state.selected.items()) or "nothing yet"
         lines.append(f"Selected: {chosen}" + (f"; still to choose: {', '.join(missing)}" if missing else ""))
-    actions = [f"click[{BACK}]", f"click[{PREV}]"]
+    values = [f"'{BACK}'", f"'{PREV}'"]
     if product.options:
-        actions.append("click[<option>=<value>] e.g. click[" + option_clickable(*_first_option(product)) + "]")
-    actions.append(f"click[{BUY}]" if not missing else "click[buy now] once every option is chosen")
-    lines += ["", "Actions: " + " | ".join(actions)]
+        values.append("an option as <option>=<value>, e.g. '" + option_clickable(*_first_option(product)) + "'")
+    values.append(f"'{BUY}'" if not missing else f"'{BUY}' once every option is chosen")
+    lines += ["", "Valid now: click(value), value one of: " + ", ".join(values)]
     return lines
 
 

@@ -102,7 +102,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pol.add_argument("--openai-api-key-env", default=None, help="environment variable holding the API key")
     pol.add_argument("--temperature", type=float, default=None)
     pol.add_argument("--max-tokens", type=int, default=None, help="completion tokens per turn")
-    pol.add_argument("--request-timeout", type=float, default=None, help="seconds per request")
+    pol.add_argument("--request-timeout", type=float, default=None,
+                     help="seconds for a whole request, the complete answer included (openai policy)")
+    pol.add_argument("--top-p", type=float, default=None, help="nucleus sampling (openai policy)")
+    pol.add_argument("--send-seed", action="store_true", default=None,
+                     help="send a sampling seed per request, derived from the episode seed (itself from --seed) and "
+                          "the turn, so a server that honours seeds samples reproducibly (openai policy)")
+    pol.add_argument("--extra-body", default=None, metavar="JSON",
+                     help="JSON object merged into each request body, e.g. "
+                          "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}' (openai policy)")
+    pol.add_argument("--system-prompt", type=Path, default=None, metavar="FILE",
+                     help="file holding the system prompt (default: the built-in one; openai policy)")
+    pol.add_argument("--max-context-tokens", type=int, default=None,
+                     help="prompt + completion tokens an episode may reach; beyond it the episode ends as "
+                          "generation_length before the server refuses (openai policy)")
     wb = p.add_argument_group("Weights & Biases (optional)")
     wb.add_argument("--wandb", action="store_true", help="log each step's metrics to W&B")
     wb.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")
@@ -128,6 +141,11 @@ _OPENAI_ONLY = {
     "openai_api_key_env": "api_key_env",
     "max_tokens": "max_tokens",
     "request_timeout": "timeout",
+    "top_p": "top_p",
+    "send_seed": "send_seed",
+    "extra_body": "extra_body",
+    "system_prompt": "system_prompt",
+    "max_context_tokens": "max_context_tokens",
 }
 
 
@@ -137,11 +155,37 @@ def policy_options(args: argparse.Namespace) -> dict[str, Any]:
     if given and args.policy != "openai":
         flags = ", ".join("--" + f.replace("_", "-") for f, o in _OPENAI_ONLY.items() if o in given)
         raise UsageError(f"{flags}: used only by --policy openai")
+    if "extra_body" in given:
+        given["extra_body"] = _json_object(given["extra_body"], "--extra-body")
+    if "system_prompt" in given:
+        given["system_prompt"] = _read_prompt(given["system_prompt"])
     if args.temperature is not None:
         if not math.isfinite(args.temperature) or args.temperature < 0:
             raise UsageError(f"--temperature must be a finite number >= 0, got {args.temperature}")
         given["temperature"] = args.temperature
     return given
+
+
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not valid JSON ({exc}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} must be a JSON object such as '{{\"top_k\": 20}}', got {text!r}")
+    return value
+
+
+def _read_prompt(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--system-prompt: cannot read {path}: {exc}") from exc
+    if not text.strip():
+        raise UsageError(f"--system-prompt: {path} is empty")
+    return text
 
 
 def check_options(args: argparse.Namespace) -> None:

@@ -71,7 +71,9 @@ async def test_protocol_error_is_fed_back_and_uses_a_turn(code: str, bad: Policy
     feedback = policy.seen[1][1]
     assert feedback is not None and (feedback.source, feedback.code) == ("protocol", code)
     assert feedback.message
-    assert policy.seen[1][0] == policy.seen[0][0]  # the page did not change
+    before, after = policy.seen[0][0], policy.seen[1][0]
+    assert before.endswith("(turns left: 30)\n") and after.endswith("(turns left: 29)\n")  # the turn was spent...
+    assert after.replace("(turns left: 29)", "(turns left: 30)") == before  # ...and the page did not change
     assert [c for c in env.calls if c[0] == "step"][0] == ("step", "search[red hiking boots]")
 
 

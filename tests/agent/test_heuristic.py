@@ -13,6 +13,7 @@ import pytest
 from shopsimrl.agent import HeuristicPolicy, PolicyTurn, make_policy, run_episode
 from shopsimrl.agent.heuristic import _Request
 from shopsimrl.agent.measure import group_type, measure
+from shopsimrl.agent.messages import EPISODE_TOOLS
 from shopsimrl.env import InProcessEnvClient, Observation, Task
 from shopsimrl.env.core import ShopSimEnv
 
@@ -70,13 +71,12 @@ async def test_it_plays_only_through_well_formed_tool_calls(small_env: InProcess
             assert output["text"] is None and output["finish_reason"] == "tool_calls"
             assert len(output["tool_calls"]) == 1
             call = output["tool_calls"][0]
-            offered = [t["function"]["name"] for t in step["tools"]]
-            assert call["name"] in offered
+            assert step["tools"] == EPISODE_TOOLS  # one fixed tool list for the whole episode
             arguments = json.loads(call["arguments"])
             if call["name"] == "click":
-                assert arguments["value"] in step["tools"][0]["function"]["parameters"]["properties"]["value"]["enum"]
+                assert arguments["value"].strip()
             else:
-                assert arguments["query"].strip()
+                assert call["name"] == "search" and step["page"] == "search" and arguments["query"].strip()
             assert step["feedback"] is None  # never an invalid action
 
 

@@ -1,97 +1,31 @@
 """The ``openai`` policy, through the real openai client over real HTTP to a scripted server.
 
-A tiny FastAPI app on 127.0.0.1 (uvicorn in a background thread, free port) plays an
-OpenAI-compatible chat-completions server: it answers each request with the next
-scripted reply (well-formed, malformed, or an HTTP error) and records every request
-body, so the tests check both what the model was sent and how its replies are handled.
+The server (``agent.openai_fake``) plays an OpenAI-compatible chat-completions server on
+127.0.0.1: it answers each request with the next scripted reply (well-formed, malformed,
+or an HTTP error) and records every request body, so the tests check both what the model
+was sent and how its replies are handled.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
 from agent.fakes import TASK, FakeEnv, observation
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from agent.openai_fake import ScriptedServer, error, reply, scripted_server
 
 from shopsimrl.agent import OpenAIPolicy, make_policy, run_episode
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
-
-
-@dataclass
-class ScriptedServer:
-    base_url: str
-    script: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-
-    def load(self, *replies: tuple[int, dict[str, Any]]) -> None:
-        self.script[:] = replies
-        self.requests.clear()
-        self.headers.clear()
-
-
-def _app(server: ScriptedServer) -> FastAPI:
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def completions(request: Request) -> JSONResponse:
-        server.requests.append(await request.json())
-        server.headers.append(dict(request.headers))
-        status, body = server.script.pop(0) if server.script else (500, {"error": {"message": "script exhausted"}})
-        return JSONResponse(body, status_code=status)
-
-    return app
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, EPISODE_TOOLS
+from shopsimrl.agent.openai_policy import request_seed
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedServer]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    scripted = ScriptedServer(base_url=f"http://127.0.0.1:{port}/v1")
-    uv = uvicorn.Server(uvicorn.Config(_app(scripted), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not uv.started:
-        assert time.monotonic() < deadline, "scripted server did not start"
-        time.sleep(0.01)
-    yield scripted
-    uv.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
-
-
-def reply(*calls: tuple[str, str], text: str | None = None, finish: str | None = None) -> tuple[int, dict[str, Any]]:
-    tool_calls = [
-        {"id": f"call_{i}_{name}", "type": "function", "function": {"name": name, "arguments": arguments}}
-        for i, (name, arguments) in enumerate(calls)
-    ]
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "test-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish or ("tool_calls" if calls else "stop")}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-    }
-    return 200, body
-
-
-def error(status: int) -> tuple[int, dict[str, Any]]:
-    return status, {"error": {"message": f"status {status}", "type": "test", "code": status}}
+    with scripted_server() as scripted:
+        yield scripted
 
 
 SEARCH = ("search", '{"query": "red hiking boots"}')
@@ -132,14 +66,16 @@ async def test_a_winning_conversation_and_the_requests_it_sends(server: Scripted
     user = first["messages"][1]
     assert user["role"] == "user" and TASK.instruction in user["content"] and observation("search").text in user["content"]
     assert len(first["messages"]) == 2
-    assert first["tools"] == observation("search").tools  # only search on the search page
+    assert first["tools"] == EPISODE_TOOLS  # one fixed list: the page text says what is valid now
+    assert first["parallel_tool_calls"] is False
 
     assistant, tool = second["messages"][2], second["messages"][3]
     assert assistant["role"] == "assistant"
     assert assistant["tool_calls"] == [{"id": "call_0_search", "type": "function",
                                         "function": {"name": "search", "arguments": SEARCH[1]}}]
-    assert tool == {"role": "tool", "tool_call_id": "call_0_search", "content": observation("results").text}
-    assert second["tools"] == observation("results").tools  # the click enum of the new page
+    assert tool["role"] == "tool" and tool["tool_call_id"] == "call_0_search"
+    assert tool["content"] == observation("results").text + "\n(turns left: 29)\n"
+    assert all(request["tools"] == EPISODE_TOOLS for request in server.requests)
     assert [m["role"] for m in last["messages"]] == ["system", "user"] + ["assistant", "tool"] * 3
     assert server.headers[0]["authorization"] == "Bearer EMPTY"
 
@@ -152,7 +88,9 @@ async def test_api_key_comes_from_the_configured_variable(server: ScriptedServer
     assert result.scored
     assert server.headers[0]["authorization"] == "Bearer sk-test-123"
     body = server.requests[0]
-    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (0.9, 0.8, 64, 5)
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.9, 0.8, 64)
+    seeds = [request["seed"] for request in server.requests]
+    assert seeds == [request_seed(5, turn) for turn in range(4)] and len(set(seeds)) == 4  # per episode and turn
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert "sk-test-123" not in json.dumps(policy(server, api_key_env="MY_KEY").describe())
 
@@ -171,7 +109,7 @@ async def test_two_tool_calls_are_answered_each_with_the_error(server: ScriptedS
     ("bad", "expect"),
     [
         (reply(SEARCH, text="Sure, searching now."), "text beside the tool call"),
-        (reply(("search", '{"query": "red')), "Invalid arguments for search"),
+        (reply(("search", '{"query": 42}')), "Invalid arguments for search"),  # JSON, wrong type: answered as a tool
         (reply(("checkout", "{}")), "no tool named 'checkout'"),
     ],
 )
@@ -180,7 +118,7 @@ async def test_malformed_call_is_fed_back_as_a_tool_message(server: ScriptedServ
     result = await episode(server, FakeEnv())
     assert result.scored and result.protocol_errors == 1 and result.reward == 1.0
     feedback = server.requests[1]["messages"][-1]
-    assert feedback["role"] == "tool" and feedback["tool_call_id"] == "call_0_" + bad[1]["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
+    assert feedback["role"] == "tool" and feedback["tool_call_id"] == "call_0_" + bad.body["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
     assert expect in feedback["content"]
 
 
@@ -198,7 +136,8 @@ async def test_env_feedback_reaches_the_model_with_the_page(server: ScriptedServ
     result = await episode(server, FakeEnv())
     assert result.scored and result.protocol_errors == 0 and result.env_steps == 5
     tool = server.requests[2]["messages"][-1]
-    assert tool["role"] == "tool" and "not on this page" in tool["content"] and observation("results").text in tool["content"]
+    assert tool["role"] == "tool" and "not on this page" in tool["content"]
+    assert observation("results").text in tool["content"]
 
 
 async def test_length_cut_without_tool_call_ends_the_episode(server: ScriptedServer) -> None:
@@ -277,8 +216,8 @@ async def test_shopsim_pages_are_not_doubled_in_the_messages() -> None:
 
     sent: list[list[dict[str, Any]]] = []
 
-    async def complete(messages, tools, seed):
-        sent.append([dict(m) for m in messages])
+    async def complete(request):
+        sent.append([dict(m) for m in request["messages"]])
         call = SimpleNamespace(id="c1", function=SimpleNamespace(name="click", arguments='{"value": "x"}'))
         message = SimpleNamespace(content=None, tool_calls=[call])
         return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="tool_calls")], usage=None)

@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from scripted_sglang import END, build_tokenizer, serving
 
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.sampling import REASON_TECHNICAL
 from shopsimrl.slime.state import hook_state
@@ -169,12 +169,13 @@ async def test_a_whole_episode_is_token_exact(kit, sglang, tokenizer, tokenizer_
 
     # the decoded tokens are the conversation, as the chat template renders it
     pages = ["results", "product", "product"]
+    shown = [with_turns_left(observation(page), 30 - turn).text for turn, page in enumerate(["search", *pages])]
     messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
-                {"role": "user", "content": f"Instruction: {TASK.instruction}\n\n{observation('search').text}"}]
-    for reply, page in zip(WINNING, [*pages, None]):
+                {"role": "user", "content": f"Instruction: {TASK.instruction}\n\n{shown[0]}"}]
+    for reply, page_text in zip(WINNING, [*shown[1:], None]):
         messages.append({"role": "assistant", "content": reply})
-        if page is not None:
-            messages.append({"role": "tool", "content": observation(page).text})
+        if page_text is not None:
+            messages.append({"role": "tool", "content": page_text})
     rendered = tokenizer.apply_chat_template(messages, tools=all_tools(), tokenize=False)
     # the prompt is rendered once: it must declare click too, not only the first page's search
     assert '"name": "click"' in rendered and '"name": "search"' in rendered

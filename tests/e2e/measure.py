@@ -1,0 +1,96 @@
+"""Measure ``shopsimrl rollout --policy openai`` on the e2e model: tokens/s, wall time per step, how episodes ended.
+
+    python tests/e2e/measure.py --out runs --name real-model -- --steps 1 --rollout-batch-size 8 ...
+
+starts the cached ``llama-server`` (``make e2e`` builds it and installs the model), runs the
+real rollout CLI against it with the options after ``--``, and prints one JSON report: the
+server's own counters over the run (completion and prompt tokens, their seconds, prompt
+tokens served from its prefix cache), each step's wall time, and the table of end reasons,
+protocol-error codes and env feedback codes read from the episode traces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__":  # run as a script: make `e2e.*` importable as in the tests
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from e2e.llama_server import LlamaServer, running_server, server_metrics  # noqa: E402
+
+
+def rollout(server: LlamaServer, out: Path, name: str, options: list[str]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run the rollout CLI; returns the finished process and the report of the run."""
+    before = server_metrics(server.url)
+    command = [sys.executable, "-m", "shopsimrl.cli", "rollout", "--policy", "openai",
+               "--openai-base-url", f"{server.url}/v1", "--openai-model", "smollm2", *options,
+               "--out", str(out), "--name", name, "--view", "plain"]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
+    wall = time.monotonic() - started
+    after = server_metrics(server.url)
+    return done, report(out / name, before, after, wall, server)
+
+
+def _delta(after: dict[str, float], before: dict[str, float], name: str) -> float:
+    return after.get(name, 0.0) - before.get(name, 0.0)
+
+
+def report(run: Path, before: dict[str, float], after: dict[str, float], wall: float, server: LlamaServer) -> dict[str, Any]:
+    traces = [json.loads(p.read_text()) for p in sorted(run.glob("step-*/traces/*.json"))]
+    steps = [s for t in traces for s in t["steps"]]
+    step_walls = []
+    technical = 0.0
+    for metrics_file in sorted(run.glob("step-*/metrics.json")):
+        metrics = json.loads(metrics_file.read_text())
+        technical += metrics.get("rollout/shopsim/technical_group_drop_count", 0.0)
+        step_walls.append(round(metrics.get("rollout/shopsim/step/wall_seconds", float("nan")), 1))
+    predicted = _delta(after, before, "tokens_predicted_total")
+    processed = _delta(after, before, "prompt_tokens_total")
+    cached = _delta(after, before, "prompt_tokens_cached_total")
+    return {
+        "machine": f"{os.cpu_count()} cores, llama-server -t {server.threads}, {time.strftime('%Y-%m-%d')}",
+        "episodes": len(traces),
+        "scored": sum(1 for t in traces if t["scored"]),
+        "technical_groups": int(technical),
+        "turns": len(steps),
+        "wall_seconds_total": round(wall, 1),
+        "wall_seconds_per_step": step_walls,
+        "completion_tokens": int(predicted),
+        "generation_tokens_per_second": round(predicted / max(1e-9, _delta(after, before, "tokens_predicted_seconds_total")), 1),
+        "prompt_tokens_processed": int(processed),
+        "prompt_tokens_from_cache": int(cached),
+        "prompt_tokens_per_second": round(processed / max(1e-9, _delta(after, before, "prompt_seconds_total")), 1),
+        "end_reasons": dict(collections.Counter(t["end_reason"] for t in traces)),
+        "protocol_errors": dict(collections.Counter(s["protocol_error"]["code"] for s in steps if s["protocol_error"])),
+        "env_feedback": dict(collections.Counter(s["feedback"]["code"] for s in steps if s["feedback"])),
+        "turns_per_episode": dict(sorted(collections.Counter(len(t["steps"]) for t in traces).items())),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("runs"))
+    parser.add_argument("--name", default="real-model")
+    parser.add_argument("rollout_options", nargs=argparse.REMAINDER, help="options for shopsimrl rollout, after --")
+    args = parser.parse_args(argv)
+    options = [o for o in args.rollout_options if o != "--"]
+    with tempfile.TemporaryDirectory() as scratch, running_server(Path(scratch) / "server.log") as server:
+        done, result = rollout(server, args.out, args.name, options)
+    print(json.dumps(result, indent=2))
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
+    return done.returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,289 @@
+"""A real model end to end: SmolLM2-135M-Instruct on llama.cpp's ``llama-server`` (``make e2e``).
+
+1. One ``shopsimrl rollout --policy openai`` step (the real CLI, in a subprocess) with small
+   knobs: it must exit 0, every episode must be scored, no group may be technical, and the
+   server's tool-call parsing must have produced tool calls the protocol checker judged.
+2. The slime ``generate`` hook against the same server, through the SGLang ``/generate``
+   adapter: the sample's tokens must be the prompt the chat template renders (tokenized as
+   the server tokenizes it) followed by exactly the ids the model produced and the env's
+   turns; the loss mask must cover exactly the model's ids, with the server's logprobs.
+
+The measurements (tokens/s, wall time per step, prefix-cache reuse, how episodes ended)
+are printed and, when ``SHOPSIMRL_E2E_REPORT`` names a file, written there as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from e2e.gguf_tokenizer import save_tokenizer
+from e2e.llama_server import LlamaServer, server_metrics
+from e2e.measure import rollout
+from e2e.sglang_adapter import SGLangAdapter
+
+ROLLOUT_KNOBS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "2",
+                 "--global-batch-size", "4", "--max-steps", "4", "--max-tokens", "96", "--products", "2000",
+                 "--episode-concurrency", "2", "--steps", "1", "--seed", "0", "--send-seed",
+                 "--max-context-tokens", "8192", "--temperature", "0.6"]
+REPORT: dict[str, Any] = {}
+
+
+def _write_report() -> None:
+    print("\nreal-model report:\n" + json.dumps(REPORT, indent=2))
+    target = os.environ.get("SHOPSIMRL_E2E_REPORT")
+    if target:
+        from shopsimrl.io import atomic_write_json
+
+        atomic_write_json(Path(target), REPORT)
+
+
+def _delta(after: dict[str, float], before: dict[str, float], name: str) -> float:
+    return after.get(name, 0.0) - before.get(name, 0.0)
+
+
+def test_one_rollout_step_with_the_openai_policy(llama_server: LlamaServer, tmp_path: Path) -> None:
+    done, result = rollout(llama_server, tmp_path, "e2e", ROLLOUT_KNOBS)
+    assert done.returncode == 0, f"rollout failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    traces = [json.loads(p.read_text()) for p in sorted((tmp_path / "e2e" / "step-1" / "traces").glob("*.json"))]
+    assert traces, "no episode traces were written"
+    assert all(t["scored"] for t in traces), [t["error"] for t in traces if not t["scored"]]
+    assert result["technical_groups"] == 0 and result["scored"] == result["episodes"] == len(traces)
+
+    steps = [s for t in traces for s in t["steps"]]
+    calls = [c for s in steps for c in s["output"]["tool_calls"]]
+    assert calls, "the server parsed no tool call out of the model's replies"
+    assert all(c["name"] for c in calls)
+    for step in steps:  # every turn became an action, a protocol error or a length cut: never an exception
+        assert step["action"] is not None or step["protocol_error"] is not None or step["end_reason"] == "generation_length"
+    assert all(len(t["steps"]) <= 4 for t in traces)  # --max-steps 4, protocol-error turns included
+    REPORT["rollout_step"] = result
+    _write_report()
+
+
+# -- the slime generate hook -----------------------------------------------------------------------
+
+
+class _Thread:
+    """A uvicorn app on 127.0.0.1 in a background thread (stopped by the test)."""
+
+    def __init__(self, app: Any) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> _Thread:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server thread did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+@pytest.fixture
+def kit():
+    import enum
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Sample:  # slime's Sample field names and its nested Status enum
+        class Status(enum.Enum):
+            PENDING = "pending"
+            COMPLETED = "completed"
+            TRUNCATED = "truncated"
+            ABORTED = "aborted"
+            FAILED = "failed"
+
+        group_index: int | None = None
+        index: int | None = None
+        rollout_id: Any = None
+        prompt: Any = ""
+        tokens: list[int] = field(default_factory=list)
+        response: str = ""
+        response_length: int = 0
+        reward: Any = None
+        loss_mask: list[int] | None = None
+        rollout_log_probs: list[float] | None = None
+        remove_sample: bool = False
+        status: Status = Status.PENDING
+        metadata: dict = field(default_factory=dict)
+
+    return Sample
+
+
+def _spans(mask: list[int]) -> list[tuple[int, int]]:
+    spans, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server: LlamaServer, small_catalog: Path,
+                                                                   tmp_path: Path, kit: Any) -> None:
+    from transformers import AutoTokenizer
+
+    from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message
+    from shopsimrl.env.core import ShopSimEnv
+    from shopsimrl.env.pages import all_tools
+    from shopsimrl.env.server import ServerThread
+    from shopsimrl.slime.state import reset_hook_state
+    from shopsimrl.slime_runtime import generate
+
+    tokenizer_dir = save_tokenizer(llama_server.model, llama_server.template.read_text(), tmp_path / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    adapter = SGLangAdapter(f"{llama_server.url}/completion")
+    params = {"temperature": 0.6, "top_p": 1.0, "top_k": -1, "max_new_tokens": 400, "stop": None, "stop_token_ids": None,
+              "skip_special_tokens": False, "no_stop_trim": True, "spaces_between_special_tokens": False}
+    with ShopSimEnv(small_catalog, slots=4) as shop, ServerThread(shop) as env_server, _Thread(adapter.app()) as router:
+        task_ids = shop.list_tasks("train")[:2]
+        args = SimpleNamespace(
+            sglang_router_ip="127.0.0.1", sglang_router_port=router.port, hf_checkpoint=str(tokenizer_dir),
+            shopsim_trace_dir=str(tmp_path / "traces"), shopsim_env_url=env_server.url, rollout_seed=7,
+            reward_key="reward", partial_rollout=False, group_rm=False, rollout_max_context_len=8192,
+            apply_chat_template_kwargs={}, shopsim_max_consecutive_failed_groups=8, shopsim_max_steps=3,
+        )
+        reset_hook_state()
+        samples = [kit(group_index=0, index=i, prompt=task_id, metadata={"task_id": task_id})
+                   for i, task_id in enumerate(task_ids)]
+        started = time.monotonic()
+
+        async def run_all() -> None:
+            for sample in samples:  # one after the other: each exchange belongs to one sample, in order
+                await generate(args, sample, dict(params))
+
+        asyncio.run(run_all())
+        wall = time.monotonic() - started
+        reset_hook_state()
+
+    exchanges = list(adapter.exchanges)
+    for sample in samples:
+        assert sample.metadata["shopsim_scored"] is True, sample.metadata["shopsim_error"]
+        assert sample.status in (kit.Status.COMPLETED, kit.Status.TRUNCATED) and not sample.remove_sample
+        prompt_len = len(sample.tokens) - sample.response_length
+        response = sample.tokens[prompt_len:]
+        assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length == len(response)
+
+        # the prompt is the chat template rendered once, tokenized exactly as the server tokenizes it
+        trace = json.loads(Path(sample.metadata["shopsim_trace_path"]).read_text())
+        task = SimpleNamespace(instruction=trace["task"]["instruction"])
+        first_page = SimpleNamespace(text=trace["steps"][0]["observation"])
+        prompt_text = tokenizer.apply_chat_template(
+            [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+             {"role": "user", "content": first_user_message(task, first_page)}],  # type: ignore[arg-type]
+            tools=all_tools(), tokenize=False, add_generation_prompt=True)
+        server_ids = httpx.post(f"{llama_server.url}/tokenize", json={"content": prompt_text, "parse_special": True},
+                                timeout=30).json()["tokens"]
+        assert sample.tokens[:prompt_len] == server_ids == tokenizer.encode(prompt_text, add_special_tokens=False)
+
+        # the loss mask covers exactly the ids the model produced, with the server's logprobs
+        spans = _spans(sample.loss_mask)
+        mine, exchanges = exchanges[:len(spans)], exchanges[len(spans):]
+        assert [response[a:b] for a, b in spans] == [e.output_ids for e in mine]
+        assert [sample.rollout_log_probs[a:b] for a, b in spans] == [e.logprobs for e in mine]
+        assert all(math.isfinite(lp) and lp <= 0.0 for e in mine for lp in e.logprobs)
+        assert all(lp == 0.0 for lp, m in zip(sample.rollout_log_probs, sample.loss_mask) if not m)
+        # each request sent exactly the token stream so far
+        for exchange, (a, _) in zip(mine, spans):
+            assert exchange.input_ids == sample.tokens[: prompt_len + a]
+        # the env's turns (mask 0) hold the pages the trace recorded
+        decoded = tokenizer.decode(sample.tokens)
+        for step in trace["steps"][1:]:
+            assert step["observation"].split("\n(turns left")[0].strip()[-60:] in decoded
+    assert exchanges == []  # every exchange belongs to a sample
+
+    turns = [e for e in adapter.exchanges]
+    later = [(e, prev) for prev, e in zip(turns, turns[1:]) if e.input_ids[: len(prev.input_ids)] == prev.input_ids]
+    REPORT["slime_generate_hook"] = {
+        "samples": len(samples),
+        "requests": len(turns),
+        "wall_seconds": round(wall, 1),
+        "model_tokens": sum(len(e.output_ids) for e in turns),
+        "prefix_reuse_of_previous_prompt": round(
+            sum(min(e.tokens_cached or 0, len(prev.input_ids)) for e, prev in later)
+            / max(1, sum(len(prev.input_ids) for _, prev in later)), 3) if later else None,
+        "end_reasons": dict(collections.Counter(s.metadata["shopsim_end_reason"] for s in samples)),
+    }
+    _write_report()
+
+
+def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: LlamaServer, small_catalog: Path) -> None:
+    """The fixed tool list and the append-only conversation let llama-server's prefix cache reuse each prompt.
+
+    Episodes run one at a time, so the server's counters before and after each request
+    give that request's prompt tokens and how many of them came from the cache (also for
+    a turn the server refused because it could not parse the model's tool call).
+    """
+    from shopsimrl.agent import OpenAIPolicy, run_episode
+    from shopsimrl.env import InProcessEnvClient
+    from shopsimrl.env.core import ShopSimEnv
+
+    class Recording(OpenAIPolicy):
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self.prompts: list[tuple[int, int, int]] = []  # (episode number, prompt tokens, cached tokens)
+            self.episode = 0
+
+        async def complete(self, request: dict[str, Any]) -> Any:
+            before = await asyncio.to_thread(server_metrics, llama_server.url)
+            try:
+                return await super().complete(request)
+            finally:
+                after = await asyncio.to_thread(server_metrics, llama_server.url)
+                processed = _delta(after, before, "prompt_tokens_total")
+                cached = _delta(after, before, "prompt_tokens_cached_total")
+                self.prompts.append((self.episode, int(processed + cached), int(cached)))
+
+    policy = Recording(base_url=f"{llama_server.url}/v1", model="smollm2", max_tokens=64, send_seed=True, timeout=300.0)
+
+    def later_turns() -> list[float]:
+        pairs = zip(policy.prompts, policy.prompts[1:])
+        return [min(cached, previous) / previous for (ea, previous, _), (eb, current, cached) in pairs
+                if ea == eb and previous and current]  # a request refused before any prompt work is no turn
+
+    async def play() -> None:
+        with ShopSimEnv(small_catalog, slots=1) as shop:
+            env = InProcessEnvClient(shop)
+            try:
+                for number, task_id in enumerate(shop.list_tasks("train")[:8]):
+                    policy.episode = number
+                    await run_episode(env, policy, task_id, rollout_id=str(number), seed=number, max_steps=4)
+                    if len(later_turns()) >= 3:
+                        break
+            finally:
+                await policy.aclose()
+                await env.aclose()
+
+    asyncio.run(play())
+    shares = later_turns()
+    if not shares:
+        pytest.fail(f"no episode lasted two turns: the prefix reuse could not be measured ({policy.prompts})",
+                    pytrace=False)
+    REPORT["openai_prefix_reuse"] = {"episodes": policy.episode + 1, "later_turns": len(shares),
+                                     "min": round(min(shares), 3), "median": round(sorted(shares)[len(shares) // 2], 3)}
+    _write_report()
+    assert min(shares) >= 0.9, (shares, policy.prompts)
