@@ -18,6 +18,8 @@ from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
+from shopsimrl.sampling.adaptive import DEFAULT_CONFIDENCE, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves
+from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES, PromptSelector
 
 DEFAULT_EPISODE_CONCURRENCY = 64
 
@@ -34,8 +36,18 @@ class RolloutConfig:
     out: Path = Path("runs")
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
+    selection: str = DEFAULT_STRATEGY  # "seed": the faithful TaskSampler order; "informative": PromptSelector
+    waves: str = DEFAULT_WAVES  # "fixed": slime's whole waves; "adaptive": confidence-sized refills
+    confidence: float = DEFAULT_CONFIDENCE
+    timeline: bool = False  # write each step's wave_timeline.png
 
     def __post_init__(self) -> None:
+        if self.selection not in STRATEGIES:
+            raise ValueError(f"selection must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
+        if self.waves not in WAVE_MODES:
+            raise ValueError(f"waves must be one of {', '.join(WAVE_MODES)}, got {self.waves!r}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be within (0, 1), got {self.confidence}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.episode_concurrency < 1:
@@ -57,6 +69,7 @@ async def run_rollout(
     on_step: Callable[[StepReport], None] | None = None,
     extra_config: dict[str, object] | None = None,
     paths: RunPaths | None = None,
+    learner: Callable[[list[str]], None] | None = None,
 ) -> RunResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
@@ -70,8 +83,13 @@ async def run_rollout(
         "episode_concurrency": config.episode_concurrency,
         "knobs": config.knobs.as_dict(),
         "train_tasks": len(task_ids),
+        "selection": config.selection,
+        "waves": config.waves,
+        **({"confidence": config.confidence} if config.waves == "adaptive" else {}),
         **(extra_config or {}),
     })
+    knobs = config.knobs
+    uses_selector = config.selection != "seed" or config.waves == "adaptive"
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
@@ -81,6 +99,12 @@ async def run_rollout(
         paths=paths,
         seed=config.seed,
         observer=observer,
+        selector=PromptSelector(task_ids, knobs.n_samples_per_prompt, config.selection, config.seed)
+        if uses_selector else None,
+        adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.confidence)
+        if config.waves == "adaptive" else None,
+        learner=learner,
+        timeline=config.timeline,
     )
     reports: list[StepReport] = []
     for k in range(1, config.steps + 1):
