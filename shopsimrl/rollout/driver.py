@@ -277,7 +277,7 @@ class StepDriver:
 
         controller = self.controller
         count = self.ctx.adaptive.refill_size(  # type: ignore[union-attr]
-            len(controller.kept), [self._q[i] for i in controller.in_flight], next_q
+            len(controller.kept), [self._q[i] for i in controller.in_flight], next_q, controller.submitted
         )
         if not count:
             return range(0), []

@@ -11,8 +11,10 @@ missing number of them will have reward spread:
 Each group is informative independently with probability ``q = 1 − ẑ``, so the
 count is Poisson-binomial; :func:`prob_at_least` computes its tail exactly.
 After every decision the driver asks :meth:`AdaptiveWaves.refill_size` how many
-groups to add (usually 0, 1 or 2), never more than ``over_sampling_batch_size``
-in flight at once, and submits them with :meth:`WaveController.refill`.
+groups to add (usually 0, 1 or 2) and submits them with
+:meth:`WaveController.refill`.  The step's submissions stay within
+``over_sampling_batch_size`` (what slime's first wave submits), except where slime
+itself would open a new wave: when ``remaining`` would fall below the target.
 
 Everything else is the controller's, unchanged: the filter, ``remaining``, the
 fallback (a zero-std group is kept once ``remaining <= target``), abort at
@@ -66,22 +68,29 @@ class AdaptiveWaves:
         kept: int,
         in_flight_q: Sequence[float],
         next_q: Callable[[int], float],
+        submitted: int = 0,
     ) -> int:
         """Groups to submit now.
 
         ``in_flight_q``: the informative probability of each group in flight;
-        ``next_q(j)``: that of the ``j``-th group we would add (the selector's next
-        prompts).  At least enough to keep ``kept + in_flight >= target`` (slime's
-        invariant ``remaining >= target``), then more while the confidence is not
-        reached, never beyond ``max_in_flight`` in flight.
+        ``next_q(j)``: that of the ``j``-th group we add (the driver takes the
+        selector's next prompt there); ``submitted``: groups already submitted this
+        step.  Always enough to keep ``kept + in_flight >= target`` (slime's
+        invariant ``remaining >= target``: where slime opens a new wave); beyond
+        that, more while the confidence is not reached, as long as the step's
+        submissions stay within ``max_in_flight`` (one wave's worth, slime's
+        ``over_sampling_batch_size``).  Past that budget the fallback takes over,
+        exactly as after slime's first wave.
         """
         needed = self.target - kept
         if needed <= 0:
             return 0
         qs = list(in_flight_q)
         add = 0
-        while len(qs) < self.max_in_flight:
-            if len(qs) >= needed and prob_at_least(qs, needed) >= self.confidence:
+        while True:
+            if len(qs) < needed:  # the invariant: never let remaining fall below target
+                pass
+            elif submitted + add >= self.max_in_flight or prob_at_least(qs, needed) >= self.confidence:
                 break
             qs.append(next_q(add))
             add += 1

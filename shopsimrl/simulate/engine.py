@@ -163,7 +163,7 @@ def _simulate_step(
             chosen.append(pid)
             return 1.0 - selector.predicted_zero_spread(pid)
 
-        count = sizer.refill_size(len(ctrl.kept), [q_of[i] for i in ctrl.in_flight], next_q)
+        count = sizer.refill_size(len(ctrl.kept), [q_of[i] for i in ctrl.in_flight], next_q, ctrl.submitted)
         if count:
             new = ctrl.refill(count)
             for index, pid in zip(new, chosen):
