@@ -7,18 +7,19 @@ Two strategies, one contract (``next_prompts`` / ``record`` / ``release`` /
   shuffled once per epoch with the seed, walked in order, nothing skipped.  A
   prompt met while it is still in flight is deferred and served first next time.
   A released prompt is consumed, as in slime without ``--partial-rollout``.
-- ``"informative"`` walks the same shuffled epochs but keeps, per prompt, a
-  pass-rate estimate that forgets old evidence (a decayed Beta posterior, as in
-  MoPPS, arXiv 2507.04632) and from it the predicted probability ``ẑ`` that the
-  next group of ``n`` siblings has zero reward spread (``z(p) = pⁿ + (1−p)ⁿ``
-  averaged over the posterior).  A prompt never seen is always taken; a seen
-  prompt is taken with probability ``1 − ẑ`` (probability matching: it is started
-  as often as it is predicted to teach) and otherwise skipped until the next
-  epoch.  Because the posterior forgets, ``ẑ`` never reaches 1: a prompt solved
-  every time is still re-checked with probability ≥ ``min_take_probability`` per
-  epoch (GRESO, arXiv 2506.02177, saw ~20% of skipped prompts become useful
-  again).  Released prompts (aborted, surplus, technical) go back to the front of
-  the line: never lost for the epoch.
+- ``"informative"`` keeps, per prompt, a pass-rate estimate that forgets old
+  evidence (a decayed Beta posterior, as in MoPPS, arXiv 2507.04632) and from it
+  ``q = 1 − ẑ``, the predicted probability that the next group of ``n`` siblings
+  has reward spread (``ẑ`` is ``z(p) = pⁿ + (1−p)ⁿ`` averaged over the posterior).
+  Observed prompts with ``q >= SKIP_Q`` wait in ``LEVELS`` buckets by ``q``,
+  oldest first within a bucket; the others are *skipped*: they wait in one line,
+  oldest observation first.  Each pick takes the oldest prompt of the best
+  bucket, except that a share ``EXPLORE_SHARE`` of the picks (and every pick
+  while nothing seen beats the population's prediction) goes to a never-seen
+  prompt, so every prompt is tried, and a share ``RECHECK_SHARE`` re-checks the
+  prompt skipped the longest (GRESO, arXiv 2506.02177, saw ~20% of skipped
+  prompts become useful again).  Released prompts (aborted, surplus, technical)
+  go back to the front of their line: never lost.
 
 Every constant and its reason is in ``docs/efficient-sampling.md``.  Pure: no
 I/O, no clock; every random draw comes from one seeded ``random.Random`` whose
@@ -41,6 +42,15 @@ DEFAULT_STRATEGY = "seed"
 PRIOR = 0.3
 #: Evidence kept when a prompt is observed again (MoPPS-style decay): the policy has moved since.
 DECAY = 0.8
+#: Buckets of the predicted spread probability q (informative): picks take the best bucket.
+LEVELS = 20
+#: A prompt with q below this is "skipped": it waits for a re-check.
+SKIP_Q = 0.5
+#: Share of picks that go to a never-seen prompt while any remain (coverage: half of the 2,560 picks of an
+#: 80-step run of 32-group waves reach every one of 1,000 prompts, aborted ones re-tried included).
+EXPLORE_SHARE = 0.5
+#: Share of picks that re-check a skipped prompt.
+RECHECK_SHARE = 0.05
 #: Decay of the population estimate used for prompts never seen (per first observation).
 POPULATION_DECAY = 0.98
 #: Pseudo-observations behind the population estimate's 50% start.
@@ -117,12 +127,20 @@ class PromptSelector:
         self._in_flight: set[int] = set()
         self._order: deque[int] = deque()  # the rest of the current epoch pass
         self._deferred: dict[int, None] = {}  # met while in flight: first in line next time (ordered set)
-        self._returned: dict[int, None] = {}  # released (informative): first in line (ordered set)
         self.epoch = 0
         self._rng = random.Random(f"shopsimrl-selector/{seed}")
         self._pop_zero = 0.0  # decayed count of first observations that had zero spread
         self._pop_seen = 0.0  # decayed count of first observations
         self._stats = _zero_stats()
+        # informative: never-seen prompts (shuffled) and observed ones in buckets by predicted spread
+        self._unseen: deque[int] = deque()
+        self._levels: list[deque[int]] = [deque() for _ in range(LEVELS)]  # q >= SKIP_Q, by bucket
+        self._skipped: deque[int] = deque()  # q < SKIP_Q, oldest observation first: the re-check line
+        if strategy == "informative":
+            order = list(range(count))
+            random.Random(f"shopsimrl-tasks/{seed}/0").shuffle(order)
+            self._unseen.extend(order)
+            self.epoch = 1
 
     # -- the contract ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -142,16 +160,17 @@ class PromptSelector:
                 f"asked for {k} prompts but only {free} of {len(self._ids)} are not in flight: "
                 "use a larger prompt set or submit fewer groups at once"
             )
+        if self.strategy == "informative":
+            out = [self._pick() for _ in range(k)]
+            return [self._ids[i] for i in out]
         out: list[int] = []
         in_flight = self._in_flight
-        informative = self.strategy == "informative"
-        for queue in (self._returned, self._deferred):
-            for i in list(queue):
-                if len(out) == k:
-                    break
-                if i not in in_flight:
-                    del queue[i]
-                    self._take(i, out, why="returned")
+        for i in list(self._deferred):
+            if len(out) == k:
+                break
+            if i not in in_flight:
+                del self._deferred[i]
+                self._take(i, out)
         while len(out) < k:
             if not self._order:
                 self._new_epoch()
@@ -159,13 +178,7 @@ class PromptSelector:
             if i in in_flight:
                 self._deferred[i] = None
                 continue
-            if informative and self._observed[i]:
-                if self._rng.random() >= 1.0 - self._zhat[i]:
-                    self._stats["skipped"] += 1
-                    continue
-                if self._last_zero[i]:
-                    self._stats["rechecked"] += 1
-            self._take(i, out, why="order")
+            self._take(i, out)
         return [self._ids[i] for i in out]
 
     def record(self, prompt_id: Hashable, rewards: Sequence[float]) -> None:
@@ -173,20 +186,25 @@ class PromptSelector:
         i = self._flying(prompt_id, "record")
         self._observe(i, rewards)
         self._in_flight.discard(i)
+        if self.strategy == "informative":
+            self._place(i, front=False)
 
     def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:
         """A started prompt with no trained result (aborted, surplus, technical): back to the pool.
 
         ``rewards`` (a surplus group was scored) are kept as evidence.  ``informative``
-        puts the prompt first in line; ``seed`` consumes it, as slime does.
+        puts the prompt first in line (of its bucket); ``seed`` consumes it, as slime does.
         """
         i = self._flying(prompt_id, "release")
         if rewards is not None:
             self._observe(i, rewards)
         self._in_flight.discard(i)
         self._stats["released"] += 1
-        if self.strategy == "informative":
-            self._returned[i] = None
+        if self.strategy == "informative":  # first in line again
+            if self._observed[i]:
+                self._place(i, front=True)
+            else:
+                self._unseen.appendleft(i)
 
     def release_in_flight(self) -> list[Hashable]:
         """Release every prompt in flight (a resumed run cannot finish them)."""
@@ -214,9 +232,11 @@ class PromptSelector:
         return self._chosen_count / len(self._ids)
 
     def pop_stats(self) -> dict[str, float]:
-        """Counters since the previous call (then reset): chosen, explored, skipped, re-checked, released,
-        and the summed predicted zero-spread of the chosen prompts."""
+        """Counters since the previous call (then reset): chosen, explored (never seen before), re-checked
+        (a skipped prompt tried again), released, the summed predicted zero-spread of the chosen prompts;
+        and ``skipped``: observed prompts now waiting below ``SKIP_Q`` (informative; 0 for seed)."""
         stats, self._stats = self._stats, _zero_stats()
+        stats["skipped"] = float(len(self._skipped))
         return stats
 
     # -- checkpoint ------------------------------------------------------------------------------
@@ -240,7 +260,9 @@ class PromptSelector:
             "in_flight": sorted(self._in_flight),
             "order": list(self._order),
             "deferred": list(self._deferred),
-            "returned": list(self._returned),
+            "unseen": list(self._unseen),
+            "levels": [list(level) for level in self._levels],
+            "skipped": list(self._skipped),
             "epoch": self.epoch,
             "rng": [version, list(internal), gauss],
             "population": [self._pop_zero, self._pop_seen],
@@ -269,7 +291,11 @@ class PromptSelector:
         sel._in_flight = {int(i) for i in state["in_flight"]}
         sel._order = deque(int(i) for i in state["order"])
         sel._deferred = dict.fromkeys(int(i) for i in state["deferred"])
-        sel._returned = dict.fromkeys(int(i) for i in state["returned"])
+        sel._unseen = deque(int(i) for i in state["unseen"])
+        if len(state["levels"]) != LEVELS:
+            raise ValueError(f"selector state: {len(state['levels'])} buckets, this version has {LEVELS}")
+        sel._levels = [deque(int(i) for i in level) for level in state["levels"]]
+        sel._skipped = deque(int(i) for i in state["skipped"])
         sel.epoch = int(state["epoch"])
         version, internal, gauss = state["rng"]
         sel._rng.setstate((version, tuple(internal), gauss))
@@ -278,17 +304,47 @@ class PromptSelector:
         return sel
 
     # -- internals -------------------------------------------------------------------------------
-    def _take(self, i: int, out: list[int], why: str) -> None:
+    def _take(self, i: int, out: list[int]) -> None:
         self._in_flight.add(i)
         out.append(i)
         stats = self._stats
         stats["chosen"] += 1
         stats["predicted_zero_spread_sum"] += self._predict(i)
-        if not self._observed[i] and why == "order":
-            stats["explored"] += 1
         if not self._chosen[i]:
+            if self.strategy == "seed":
+                stats["explored"] += 1
             self._chosen[i] = 1
             self._chosen_count += 1
+
+    def _pick(self) -> int:
+        """Informative: one prompt (the caller checked that one is free)."""
+        levels = self._levels
+        top = next((lv for lv in range(LEVELS - 1, -1, -1) if levels[lv]), None)
+        best_q = (top + 1) / LEVELS if top is not None else 0.0
+        if self._unseen and (best_q <= self._population_q() or self._rng.random() < EXPLORE_SHARE):
+            i = self._unseen.popleft()
+            self._stats["explored"] += 1
+        elif self._skipped and (top is None or self._rng.random() < RECHECK_SHARE):
+            i = self._skipped.popleft()  # the prompt skipped the longest
+            self._stats["rechecked"] += 1
+        else:
+            assert top is not None, "no free prompt: next_prompts checks the count first"
+            i = levels[top].popleft()
+        out: list[int] = []
+        self._take(i, out)
+        return i
+
+    def _place(self, i: int, *, front: bool) -> None:
+        """An observed prompt out of flight: into its bucket, or the re-check line when q < SKIP_Q."""
+        q = 1.0 - self._zhat[i]
+        line = self._skipped if q < SKIP_Q else self._levels[min(LEVELS - 1, int(q * LEVELS))]
+        if front:
+            line.appendleft(i)
+        else:
+            line.append(i)
+
+    def _population_q(self) -> float:
+        return 1.0 - (self._pop_zero + 0.5 * POPULATION_PRIOR_WEIGHT) / (self._pop_seen + POPULATION_PRIOR_WEIGHT)
 
     def _new_epoch(self) -> None:
         order = list(range(len(self._ids)))
@@ -299,7 +355,7 @@ class PromptSelector:
     def _predict(self, i: int) -> float:
         if self._observed[i]:
             return self._zhat[i]
-        return (self._pop_zero + 0.5 * POPULATION_PRIOR_WEIGHT) / (self._pop_seen + POPULATION_PRIOR_WEIGHT)
+        return 1.0 - self._population_q()
 
     def _observe(self, i: int, rewards: Sequence[float]) -> None:
         values = [float(r) for r in rewards]
@@ -341,11 +397,6 @@ def _zero_stats() -> dict[str, float]:
         "released": 0,
         "predicted_zero_spread_sum": 0.0,
     }
-
-
-def min_take_probability(n: int = DEFAULT_N_SAMPLES_PER_PROMPT, decay: float = DECAY, prior: float = PRIOR) -> float:
-    """The lowest take probability a seen prompt can reach: solved every time, evidence saturated at n/(1−decay)."""
-    return 1.0 - beta_zero_spread(prior + n / (1.0 - decay), prior, n)
 
 
 #: W&B-style key prefix of the selector's figures (under the project's rollout/shopsim/ namespace).
