@@ -19,6 +19,8 @@ STRATEGIES: tuple[tuple[str, str], ...] = (
     ("informative", "fixed"),
     ("seed", "adaptive"),
     ("informative", "adaptive"),
+    ("oracle", "fixed"),
+    ("oracle", "adaptive"),
 )
 SUMMARY_KEYS = (
     "informative_per_1k_generated_episodes",
@@ -38,7 +40,10 @@ def compare(
     strategies: Sequence[tuple[str, str]] = STRATEGIES,
     timeline_step: int | None = None,
 ) -> dict[str, Any]:
-    """Run every strategy on every seed (same worlds); medians over seeds per strategy."""
+    """Run every strategy on every seed (same worlds); medians over seeds per strategy.
+
+    The ``oracle`` rows read the world's true pass rates: the bound for any selector in that world.
+    """
     world = world or WorldParams()
     runs: dict[str, list[RunResult]] = {}
     for selection, waves in strategies:

@@ -91,7 +91,10 @@ def simulate_run(
     keep_timelines: tuple[int, ...] = (),
     label: str | None = None,
 ) -> RunResult:
-    """Simulate ``steps`` rollout steps (and their training updates) with one strategy."""
+    """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
+
+    ``selection``: ``seed``, ``informative``, or ``oracle`` (reads the true pass rates: an upper bound).
+    """
     if waves not in ("fixed", "adaptive"):
         raise ValueError(f"waves must be 'fixed' or 'adaptive', got {waves!r}")
     if steps < 1:
@@ -101,7 +104,12 @@ def simulate_run(
     n = knobs.n_samples_per_prompt
     if len(w.prompt_ids) < knobs.over_sampling_batch_size:
         raise ValueError(f"{len(w.prompt_ids)} prompts cannot fill a wave of {knobs.over_sampling_batch_size}")
-    selector = PromptSelector(w.prompt_ids, n, selection, seed)
+    if selection == "oracle":
+        from shopsimrl.simulate.oracle import OracleSelector
+
+        selector: PromptSelector = OracleSelector(w, n, seed)
+    else:
+        selector = PromptSelector(w.prompt_ids, n, selection, seed)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
     sizer = AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, confidence)
     initial = w.mean_pass_rate()

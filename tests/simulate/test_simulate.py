@@ -56,7 +56,8 @@ def test_cli_writes_summary_and_pictures(tmp_path, capsys):
     out = tmp_path / "sim"
     assert main(["simulate", "--steps", "4", "--seeds", "0", "--timeline-step", "2", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["summary"]) == {"seed/fixed", "informative/fixed", "seed/adaptive", "informative/adaptive"}
+    assert set(summary["summary"]) == {"seed/fixed", "informative/fixed", "seed/adaptive", "informative/adaptive",
+                                       "oracle/fixed", "oracle/adaptive"}
     for name in ("step_bars.png", "wave_timeline_seed_fixed.png", "wave_timeline_informative_adaptive.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "seed/fixed" in capsys.readouterr().out
@@ -65,3 +66,11 @@ def test_cli_writes_summary_and_pictures(tmp_path, capsys):
 def test_cli_refuses_a_timeline_step_outside_the_run(tmp_path, capsys):
     assert main(["simulate", "--steps", "4", "--timeline-step", "9", "--out", str(tmp_path)]) == 2
     assert "--timeline-step" in capsys.readouterr().err
+
+
+def test_the_oracle_bounds_the_selectors():
+    """Same world, same steps: the oracle trains at least as many informative groups per episode."""
+    oracle = simulate_run(selection="oracle", waves="fixed", steps=30, seed=1).summary(8)
+    for selection in ("seed", "informative"):
+        other = simulate_run(selection=selection, waves="fixed", steps=30, seed=1).summary(8)
+        assert oracle["informative_per_1k_generated_episodes"] >= other["informative_per_1k_generated_episodes"]
