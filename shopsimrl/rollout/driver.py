@@ -176,6 +176,7 @@ class StepDriver:
         self.wall_seconds = 0.0
         self._t0 = 0.0
         self._q: dict[int, float] = {}  # adaptive waves: each in-flight group's predicted spread probability
+        self._feedback: list[tuple[str, Decision, list[float] | None]] = []  # for the selector, at step end
 
     def _now(self) -> float:
         return self.ctx.clock() - self._t0
@@ -312,17 +313,29 @@ class StepDriver:
                         classification=group.classification, **d.as_dict())
 
     def _tell_selector(self, group: GroupRun, decision: Decision, verdict: Verdict) -> None:
-        """The selector learns from every scored group; a prompt with no trained result goes back to the pool."""
+        """Keep a finished group's result for the selector (told at step end, see ``_flush_feedback``)."""
+        if self.ctx.selector is None:
+            return
+        rewards = None if verdict is Verdict.TECHNICAL else list(unique_rollout_rewards(group.samples()).values())
+        self._feedback.append((group.task_id, decision, rewards))
+
+    def _flush_feedback(self) -> None:
+        """At step end: the selector learns from every scored group; prompts with no trained result go back.
+
+        Held until the step ends so that a prompt finished early in a step stays out of the
+        pool until then: a step never starts the same task twice, as with ``TaskSampler``.
+        """
         selector = self.ctx.selector
         if selector is None:
             return
-        rewards = None if verdict is Verdict.TECHNICAL else list(unique_rollout_rewards(group.samples()).values())
-        if rewards is None:
-            selector.release(group.task_id)
-        elif decision is Decision.SURPLUS:
-            selector.release(group.task_id, rewards)
-        else:
-            selector.record(group.task_id, rewards)
+        for task_id, decision, rewards in self._feedback:
+            if rewards is None:
+                selector.release(task_id)
+            elif decision is Decision.SURPLUS:
+                selector.release(task_id, rewards)
+            else:
+                selector.record(task_id, rewards)
+        self._feedback.clear()
 
     def _after_step(self, report: StepReport) -> None:
         """Selector metrics, the learning policy's update and the wave-timeline picture."""
@@ -352,6 +365,7 @@ class StepDriver:
             self.waves[self.controller.wave_of(index)].aborted += 1
             if self.ctx.selector is not None:
                 self.ctx.selector.release(self.groups[index].task_id)
+        self._flush_feedback()
         self.wall_seconds = self._now()
         self._event(now, "abort", aborted=aborted, finished_not_judged=sorted(undelivered),
                     cancelled=len(cancelled), seconds=round(self.wall_seconds - now, 6))

@@ -147,6 +147,7 @@ def _simulate_step(
     prompt_of: dict[int, str] = {}
     rewards_of: dict[int, list[float] | None] = {}
     q_of: dict[int, float] = {}
+    feedback: list[tuple[str, Decision, list[float] | None]] = []
     events: list[dict[str, Any]] = [{"t": 0.0, "event": "step_start", "step": step}]
     now = 0.0
 
@@ -186,19 +187,22 @@ def _simulate_step(
             batch.append(heapq.heappop(heap)[1])
         verdicts = [(i, _verdict(rewards_of[i])) for i in batch]
         for d in ctrl.complete_batch(verdicts):
-            pid, rewards = prompt_of[d.index], rewards_of[d.index]
-            if d.decision is Decision.SURPLUS:
-                selector.release(pid, rewards)
-            elif rewards is None:
-                selector.release(pid)
-            else:
-                selector.record(pid, rewards)
+            pid = prompt_of[d.index]
+            feedback.append((pid, d.decision, rewards_of[d.index]))
             events.append({"t": now, "event": "decision", "task_id": pid, **d.as_dict()})
         if not ctrl.done:
             submit()
     aborted = ctrl.abort()
     for index in aborted:
         selector.release(prompt_of[index])
+    # results reach the selector at step end, as in the driver: no prompt twice in one step
+    for pid, decision, rewards in feedback:
+        if rewards is None:
+            selector.release(pid)
+        elif decision is Decision.SURPLUS:
+            selector.release(pid, rewards)
+        else:
+            selector.record(pid, rewards)
     events.append({"t": now, "event": "abort", "aborted": aborted})
 
     completed = [i for i in prompt_of if i not in set(aborted)]
