@@ -82,9 +82,8 @@ def draw_wave_timeline(ax: Any, events: Iterable[Mapping[str, Any]], *, title: s
     ax.set_ylabel("group (submission order)")
     kept = sum(1 for r in rows if r["fate"] in ("accepted", "fallback"))
     fallback = sum(1 for r in rows if r["fate"] == "fallback")
-    ax.set_title(title or "wave timeline", fontsize=10)
-    ax.text(0.99, 0.02, f"{len(rows)} submitted in {len(set(wave_times))} waves/refills; kept {kept} "
-            f"({fallback} fallback)", transform=ax.transAxes, ha="right", va="bottom", fontsize=8)
+    ax.set_title(f"{title or 'wave timeline'}: {len(rows)} groups submitted in {len(set(wave_times))} "
+                 f"waves/refills, {kept} kept ({fallback} by the fallback)", fontsize=10)
     present = {r["fate"] for r in rows}
     handles = [Patch(color=c, label=FATE_LABELS[f]) for f, c in FATE_COLOURS.items() if f in present]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=len(handles), fontsize=7,
