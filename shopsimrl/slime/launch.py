@@ -98,6 +98,7 @@ class TrainConfig:
     max_consecutive_failed_groups: int = _knob(
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
+    selection: str = _knob("SELECTION", "seed", "seed: slime's own data order; informative: the PromptSelector data source")
     # episodes
     env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700", "the ShopSim env server")
     env_slots: int = _knob("ENV_SLOTS", 48, "episodes at once against the env server: its --slots")
@@ -182,6 +183,8 @@ class TrainConfig:
             )
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
+        if self.selection not in ("seed", "informative"):
+            problems.append(f"SELECTION must be seed or informative, got {self.selection!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             problems.append(f"WANDB_MODE must be online, offline or disabled, got {self.wandb_mode!r}")
         if problems:
@@ -200,6 +203,7 @@ class TrainConfig:
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_steps": self.max_steps,
+            **({"shopsim_selection": self.selection} if self.selection != "seed" else {}),
         }
 
     def train_args(self, extra: Sequence[str] = ()) -> list[str]:
@@ -230,6 +234,8 @@ class TrainConfig:
         ]
         for flag, path in HOOKS.items():
             args += [flag, path]
+        if self.selection == "informative":  # docs/efficient-sampling.md
+            args += ["--data-source-path", "shopsimrl.slime.data_source.SelectorDataSource"]
         args += ["--custom-config-path", str(self.custom_config_path)]
         args += [
             "--advantage-estimator", "grpo",

@@ -106,3 +106,15 @@ def test_bad_prompt_file_is_named(tmp_path, args, kit):
     args.prompt_data = str(bad)
     with pytest.raises(ValueError, match="bad.jsonl:1"):
         SelectorDataSource(args, sample_cls=kit.Sample)
+
+
+def test_selection_informative_puts_the_data_source_on_slime_s_command_line(tmp_path):
+    from shopsimrl.slime.launch import LaunchError, TrainConfig
+
+    config = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SELECTION": "informative"})
+    argv = config.train_args()
+    assert argv[argv.index("--data-source-path") + 1] == "shopsimrl.slime.data_source.SelectorDataSource"
+    assert config.custom_config()["shopsim_selection"] == "informative"
+    assert "--data-source-path" not in TrainConfig.from_env({"RUN_DIR": str(tmp_path)}).train_args()
+    with pytest.raises(LaunchError, match="SELECTION must be seed or informative"):
+        TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SELECTION": "greedy"}).check()
