@@ -8,7 +8,7 @@
 # run_shopsimrl_slime.sh and docs/slime.md.
 #
 #   DRY_RUN=1 scripts/run_full_train.sh   # print the env server and training commands
-#   SELECTION=informative scripts/run_full_train.sh   # prompt selection (docs/efficient-sampling.md)
+#   SELECTION=informative WAVES=adaptive scripts/run_full_train.sh   # docs/efficient-sampling.md
 set -euo pipefail
 
 HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"

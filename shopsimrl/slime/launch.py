@@ -99,6 +99,7 @@ class TrainConfig:
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
     selection: str = _knob("SELECTION", "seed", "seed: slime's own data order; informative: the PromptSelector data source")
+    waves: str = _knob("WAVES", "fixed", "fixed: slime's whole waves; adaptive: confidence-sized refills (our rollout function)")
     # episodes
     env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700", "the ShopSim env server")
     env_slots: int = _knob("ENV_SLOTS", 48, "episodes at once against the env server: its --slots")
@@ -185,11 +186,18 @@ class TrainConfig:
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
         if self.selection not in ("seed", "informative"):
             problems.append(f"SELECTION must be seed or informative, got {self.selection!r}")
+        if self.waves not in ("fixed", "adaptive"):
+            problems.append(f"WAVES must be fixed or adaptive, got {self.waves!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             problems.append(f"WANDB_MODE must be online, offline or disabled, got {self.wandb_mode!r}")
         if problems:
             raise LaunchError("invalid training settings:\n  - " + "\n  - ".join(problems))
         return self.knobs
+
+    @property
+    def _selector_data_source(self) -> bool:
+        """Prompt selection, or adaptive waves (sized from the selector's predictions), need our data source."""
+        return self.selection == "informative" or self.waves == "adaptive"
 
     @property
     def custom_config_path(self) -> Path:
@@ -203,7 +211,7 @@ class TrainConfig:
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_steps": self.max_steps,
-            **({"shopsim_selection": self.selection} if self.selection != "seed" else {}),
+            **({"shopsim_selection": self.selection} if self._selector_data_source else {}),
         }
 
     def train_args(self, extra: Sequence[str] = ()) -> list[str]:
@@ -234,8 +242,10 @@ class TrainConfig:
         ]
         for flag, path in HOOKS.items():
             args += [flag, path]
-        if self.selection == "informative":  # docs/efficient-sampling.md
+        if self._selector_data_source:  # docs/efficient-sampling.md
             args += ["--data-source-path", "shopsimrl.slime.data_source.SelectorDataSource"]
+        if self.waves == "adaptive":
+            args += ["--rollout-function-path", "shopsimrl.slime.rollout_fn.generate_rollout"]
         args += ["--custom-config-path", str(self.custom_config_path)]
         args += [
             "--advantage-estimator", "grpo",

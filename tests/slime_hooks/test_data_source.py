@@ -118,3 +118,7 @@ def test_selection_informative_puts_the_data_source_on_slime_s_command_line(tmp_
     assert "--data-source-path" not in TrainConfig.from_env({"RUN_DIR": str(tmp_path)}).train_args()
     with pytest.raises(LaunchError, match="SELECTION must be seed or informative"):
         TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SELECTION": "greedy"}).check()
+    adaptive = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "WAVES": "adaptive"})
+    argv = adaptive.train_args()
+    assert argv[argv.index("--rollout-function-path") + 1] == "shopsimrl.slime.rollout_fn.generate_rollout"
+    assert "--data-source-path" in argv and adaptive.custom_config()["shopsim_selection"] == "seed"
