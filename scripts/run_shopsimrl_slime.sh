@@ -25,7 +25,7 @@ set -euo pipefail
 : "${GLOBAL_BATCH_SIZE:=}"  # empty: ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT
 : "${SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS:=8}"
 : "${SELECTION:=seed}"  # informative: prompt selection (docs/efficient-sampling.md)
-: "${WAVES:=fixed}"  # adaptive: confidence-sized refills instead of whole waves
+: "${WAVES:=fixed}"  # adaptive: predicted-size refills instead of whole waves
 # --- episodes and sampling ---
 : "${SHOPSIM_ENV_URL:=http://127.0.0.1:5700}"
 : "${ENV_SLOTS:=48}"  # episodes at once against the env server: its --slots

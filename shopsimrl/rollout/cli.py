@@ -17,7 +17,7 @@ from typing import Any
 
 from shopsimrl.env.types import EnvError
 from shopsimrl.sampling import KnobError, SamplingKnobs, TooManyTechnicalFailures
-from shopsimrl.sampling.adaptive import DEFAULT_CONFIDENCE, DEFAULT_WAVES, WAVE_MODES
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES
 from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
@@ -82,10 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="seed: the faithful shuffled-epoch order; informative: skip prompts predicted to give "
                      "zero reward spread (re-checked, never lost)")
     sel.add_argument("--waves", choices=WAVE_MODES, default=DEFAULT_WAVES,
-                     help="fixed: slime's whole waves; adaptive: keep just enough groups in flight to fill the "
-                     "batch with informative groups at --confidence, topped up in small refills")
-    sel.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
-                     help="adaptive waves: probability that the groups in flight fill the batch")
+                     help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
+                     "batch with informative groups plus --cushion, topped up after each completion")
+    sel.add_argument("--cushion", type=float, default=DEFAULT_CUSHION,
+                     help="adaptive waves: expected informative groups kept in flight above the number missing")
     sel.add_argument("--learning", action="store_true",
                      help="heuristic policy: grow more consistent on each task it trains on with spread, as a "
                      "trained model does (the zero-spread share rises over steps)")
@@ -149,7 +149,7 @@ def check_options(args: argparse.Namespace) -> None:
         (args.max_steps >= 1, f"--max-steps (turns per episode) must be >= 1, got {args.max_steps}"),
         (0.0 <= args.fault_rate <= 1.0, f"--fault-rate is a probability within [0, 1], got {args.fault_rate}"),
         (args.products >= 1, f"--products must be >= 1, got {args.products}"),
-        (0.0 < args.confidence < 1.0, f"--confidence is a probability within (0, 1), got {args.confidence}"),
+        (0.0 <= args.cushion < float("inf"), f"--cushion is a number of groups >= 0, got {args.cushion}"),
         (not args.learning or args.policy == "heuristic",
          "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
          "--policy heuristic"),
@@ -215,7 +215,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     name = args.name or default_run_name()
     config = RolloutConfig(knobs=knobs, steps=args.steps, seed=args.seed, out=args.out, name=name,
                            episode_concurrency=args.episode_concurrency, selection=args.selection,
-                           waves=args.waves, confidence=args.confidence, timeline=args.timeline)
+                           waves=args.waves, cushion=args.cushion, timeline=args.timeline)
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
         console = Console(width=max(console.width, 150))

@@ -268,7 +268,7 @@ class StepDriver:
             self.ctx.observer.progressed(self.progress)
 
     def _refill(self, selector: PromptSelector) -> tuple[range, list[str]]:
-        """Adaptive waves: add the groups the confidence rule asks for, each prompt chosen as it is added."""
+        """Adaptive waves: add the groups the refill rule asks for, each prompt chosen as it is added."""
         chosen: list[str] = []
 
         def next_q(_j: int) -> float:

@@ -18,7 +18,7 @@ from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import DEFAULT_CONFIDENCE, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves
 from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES, PromptSelector
 
 DEFAULT_EPISODE_CONCURRENCY = 64
@@ -37,8 +37,8 @@ class RolloutConfig:
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
     selection: str = DEFAULT_STRATEGY  # "seed": the faithful TaskSampler order; "informative": PromptSelector
-    waves: str = DEFAULT_WAVES  # "fixed": slime's whole waves; "adaptive": confidence-sized refills
-    confidence: float = DEFAULT_CONFIDENCE
+    waves: str = DEFAULT_WAVES  # "fixed": slime's whole waves; "adaptive": predicted-size refills
+    cushion: float = DEFAULT_CUSHION  # adaptive: expected informative groups in flight above the missing
     timeline: bool = False  # write each step's wave_timeline.png
 
     def __post_init__(self) -> None:
@@ -46,8 +46,8 @@ class RolloutConfig:
             raise ValueError(f"selection must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
         if self.waves not in WAVE_MODES:
             raise ValueError(f"waves must be one of {', '.join(WAVE_MODES)}, got {self.waves!r}")
-        if not 0.0 < self.confidence < 1.0:
-            raise ValueError(f"confidence must be within (0, 1), got {self.confidence}")
+        if not 0.0 <= self.cushion < float("inf"):
+            raise ValueError(f"cushion must be a finite number >= 0, got {self.cushion}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.episode_concurrency < 1:
@@ -85,7 +85,7 @@ async def run_rollout(
         "train_tasks": len(task_ids),
         "selection": config.selection,
         "waves": config.waves,
-        **({"confidence": config.confidence} if config.waves == "adaptive" else {}),
+        **({"cushion": config.cushion} if config.waves == "adaptive" else {}),
         **(extra_config or {}),
     })
     knobs = config.knobs
@@ -101,7 +101,7 @@ async def run_rollout(
         observer=observer,
         selector=PromptSelector(task_ids, knobs.n_samples_per_prompt, config.selection, config.seed)
         if uses_selector else None,
-        adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.confidence)
+        adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.cushion)
         if config.waves == "adaptive" else None,
         learner=learner,
         timeline=config.timeline,

@@ -14,9 +14,10 @@ Two strategies, one contract (``next_prompts`` / ``record`` / ``release`` /
   Observed prompts with ``q >= SKIP_Q`` wait in ``LEVELS`` buckets by ``q``,
   oldest first within a bucket; the others are *skipped*: they wait in one line,
   oldest observation first.  Each pick takes the oldest prompt of the best
-  bucket, except that a share ``EXPLORE_SHARE`` of the picks (and every pick
-  while nothing seen beats the population's prediction) goes to a never-seen
-  prompt, so every prompt is tried, and a share ``RECHECK_SHARE`` re-checks the
+  bucket, except that it takes a never-seen prompt when the never-seen prompts
+  left exceed the pro-rata share of an exploration horizon
+  (``EXPLORE_HORIZON_EPOCHS`` epochs' worth of picks), or when nothing seen
+  beats the population's prediction, so every prompt is tried, and a share ``RECHECK_SHARE`` re-checks the
   prompt skipped the longest (GRESO, arXiv 2506.02177, saw ~20% of skipped
   prompts become useful again).  Released prompts (aborted, surplus, technical)
   go back to the front of their line: never lost.
@@ -46,9 +47,11 @@ DECAY = 0.8
 LEVELS = 20
 #: A prompt with q below this is "skipped": it waits for a re-check.
 SKIP_Q = 0.5
-#: Share of picks that go to a never-seen prompt while any remain (coverage: half of the 2,560 picks of an
-#: 80-step run of 32-group waves reach every one of 1,000 prompts, aborted ones re-tried included).
-EXPLORE_SHARE = 0.5
+#: Exploration horizon, in epochs' worth of picks (one epoch = as many picks as there are prompts): every prompt
+#: is tried within this many picks (plus the re-tries of never-seen prompts that were aborted).  Exploration is
+#: paced: a pick explores whenever the never-seen prompts left exceed the pro-rata share of the horizon left, so
+#: it stops once everything is covered and late picks are never spent on it.
+EXPLORE_HORIZON_EPOCHS = 2.0
 #: Share of picks that re-check a skipped prompt.
 RECHECK_SHARE = 0.05
 #: Decay of the population estimate used for prompts never seen (per first observation).
@@ -56,7 +59,7 @@ POPULATION_DECAY = 0.98
 #: Pseudo-observations behind the population estimate's 50% start.
 POPULATION_PRIOR_WEIGHT = 2.0
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class NotEnoughPromptsError(ValueError):
@@ -95,9 +98,13 @@ class PromptSelector:
         *,
         decay: float | None = None,
         prior: float | None = None,
+        explore_horizon_epochs: float | None = None,
     ) -> None:
         decay = DECAY if decay is None else decay
         prior = PRIOR if prior is None else prior
+        horizon = EXPLORE_HORIZON_EPOCHS if explore_horizon_epochs is None else explore_horizon_epochs
+        if not horizon > 0.0:
+            raise ValueError(f"explore_horizon_epochs must be > 0, got {horizon!r}")
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if isinstance(n_samples_per_prompt, bool) or not isinstance(n_samples_per_prompt, int) or n_samples_per_prompt < 1:
@@ -114,7 +121,10 @@ class PromptSelector:
         self.seed = seed
         self.decay = decay
         self.prior = prior
+        self.explore_horizon_epochs = float(horizon)
         self._ids = ids
+        self._horizon = max(1, round(horizon * len(ids)))  # picks within which every prompt is tried
+        self._picks = 0  # informative picks so far
         self._pos = {pid: i for i, pid in enumerate(ids)}
         count = len(ids)
         self._succ = [0.0] * count  # decayed success evidence (sum of rewards in [0, 1])
@@ -250,6 +260,8 @@ class PromptSelector:
             "seed": self.seed,
             "decay": self.decay,
             "prior": self.prior,
+            "explore_horizon_epochs": self.explore_horizon_epochs,
+            "picks": self._picks,
             "prompt_ids": list(self._ids),
             "succ": list(self._succ),
             "fail": list(self._fail),
@@ -275,8 +287,9 @@ class PromptSelector:
             raise ValueError(f"selector state version {state.get('version')!r} is not {STATE_VERSION}")
         sel = cls(
             state["prompt_ids"], state["n_samples_per_prompt"], state["strategy"], state["seed"],
-            decay=state["decay"], prior=state["prior"],
+            decay=state["decay"], prior=state["prior"], explore_horizon_epochs=state["explore_horizon_epochs"],
         )
+        sel._picks = int(state["picks"])
         count = len(sel._ids)
         for name in ("succ", "fail", "zhat", "observed", "last_zero", "chosen"):
             if len(state[name]) != count:
@@ -321,7 +334,7 @@ class PromptSelector:
         levels = self._levels
         top = next((lv for lv in range(LEVELS - 1, -1, -1) if levels[lv]), None)
         best_q = (top + 1) / LEVELS if top is not None else 0.0
-        if self._unseen and (best_q <= self._population_q() or self._rng.random() < EXPLORE_SHARE):
+        if self._unseen and (best_q <= self._population_q() or self._behind_exploration_schedule()):
             i = self._unseen.popleft()
             self._stats["explored"] += 1
         elif self._skipped and (top is None or self._rng.random() < RECHECK_SHARE):
@@ -330,9 +343,15 @@ class PromptSelector:
         else:
             assert top is not None, "no free prompt: next_prompts checks the count first"
             i = levels[top].popleft()
+        self._picks += 1
         out: list[int] = []
         self._take(i, out)
         return i
+
+    def _behind_exploration_schedule(self) -> bool:
+        """More never-seen prompts left than the horizon's pro-rata share after this pick: explore now."""
+        left_after = max(0, self._horizon - self._picks - 1)
+        return len(self._unseen) * self._horizon > left_after * len(self._ids)
 
     def _place(self, i: int, *, front: bool) -> None:
         """An observed prompt out of flight: into its bucket, or the re-check line when q < SKIP_Q."""

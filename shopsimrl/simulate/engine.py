@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, Decision, Verdict, WaveController
-from shopsimrl.sampling.adaptive import DEFAULT_CONFIDENCE, AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.selector import PromptSelector
@@ -55,6 +55,8 @@ class RunResult:
     coverage: float
     initial_pass_rate: float
     timelines: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    #: every completed, scored group in order: (step, prompt id, zero spread) — for the persistence statistics
+    groups: list[tuple[int, str, bool]] = field(default_factory=list)
 
     def summary(self, n_samples_per_prompt: int) -> dict[str, float]:
         s = self.steps
@@ -87,7 +89,8 @@ def simulate_run(
     seed: int = 0,
     world: WorldParams | None = None,
     knobs: SamplingKnobs | None = None,
-    confidence: float = DEFAULT_CONFIDENCE,
+    explore_horizon_epochs: float | None = None,
+    cushion: float = DEFAULT_CUSHION,
     keep_timelines: tuple[int, ...] = (),
     label: str | None = None,
 ) -> RunResult:
@@ -109,14 +112,16 @@ def simulate_run(
 
         selector: PromptSelector = OracleSelector(w, n, seed)
     else:
-        selector = PromptSelector(w.prompt_ids, n, selection, seed)
+        selector = PromptSelector(w.prompt_ids, n, selection, seed, explore_horizon_epochs=explore_horizon_epochs)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
-    sizer = AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, confidence)
+    sizer = AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, cushion)
     initial = w.mean_pass_rate()
     records: list[StepRecord] = []
     timelines: dict[int, list[dict[str, Any]]] = {}
+    groups: list[tuple[int, str, bool]] = []
     for step in range(1, steps + 1):
-        record, events = _simulate_step(step, w, selector, guard, knobs, sizer if waves == "adaptive" else None)
+        record, events = _simulate_step(step, w, selector, guard, knobs, sizer if waves == "adaptive" else None,
+                                        groups)
         records.append(record)
         if step in keep_timelines:
             timelines[step] = events
@@ -128,6 +133,7 @@ def simulate_run(
         coverage=selector.coverage(),
         initial_pass_rate=initial,
         timelines=timelines,
+        groups=groups,
     )
 
 
@@ -138,6 +144,7 @@ def _simulate_step(
     guard: ConsecutiveFailureGuard,
     knobs: SamplingKnobs,
     sizer: AdaptiveWaves | None,
+    groups: list[tuple[int, str, bool]],
 ) -> tuple[StepRecord, list[dict[str, Any]]]:
     n = knobs.n_samples_per_prompt
     ctrl = WaveController(
@@ -207,6 +214,10 @@ def _simulate_step(
 
     completed = [i for i in prompt_of if i not in set(aborted)]
     scored = [rewards_of[i] for i in completed if rewards_of[i] is not None]
+    for i in completed:
+        r = rewards_of[i]
+        if r is not None:
+            groups.append((step, prompt_of[i], max(r) - min(r) <= 1e-6))
     informative = [prompt_of[i] for i in ctrl.kept if i not in set(ctrl.fallback)]
     world.train(informative)
     stats = selector.pop_stats()

@@ -31,13 +31,13 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class WorldParams:
     prompts: int = 1000
-    difficulty_mean: float = -1.5
-    difficulty_sd: float = 4.0
+    difficulty_mean: float = -0.5
+    difficulty_sd: float = 5.0
     eta_global: float = 0.016
-    eta_prompt: float = 2.0
-    skill_cap: float = 2.0
+    eta_prompt: float = 0.0
+    skill_cap: float = 8.0
     technical_rate: float = 4 / 2560  # the release run: 4 technical groups in 2,560 submitted
-    episode_median_s: float = 55.72
+    episode_median_s: float = 55.15
     episode_sigma: float = 0.5
 
     def __post_init__(self) -> None:

@@ -99,7 +99,7 @@ class TrainConfig:
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
     selection: str = _knob("SELECTION", "seed", "seed: slime's own data order; informative: the PromptSelector data source")
-    waves: str = _knob("WAVES", "fixed", "fixed: slime's whole waves; adaptive: confidence-sized refills (our rollout function)")
+    waves: str = _knob("WAVES", "fixed", "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
     # episodes
     env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700", "the ShopSim env server")
     env_slots: int = _knob("ENV_SLOTS", 48, "episodes at once against the env server: its --slots")

@@ -17,7 +17,7 @@ hands back go to the data source, as slime's ``generate_rollout`` does.
 Evaluation is slime's own ``generate_rollout``.  The consecutive-failure stop stays
 in the filter hook (``fully_scored_group_filter``), which raises it, as on slime's
 path; the controller here only applies the wave rules.  Setting (custom config):
-``shopsim_wave_confidence`` (default 0.9).  Requires ``--data-source-path
+``shopsim_wave_cushion`` (default 0.5 expected informative groups).  Requires ``--data-source-path
 shopsimrl.slime.data_source.SelectorDataSource``.
 """
 
@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, Decision, Verdict, WaveController
-from shopsimrl.sampling.adaptive import DEFAULT_CONFIDENCE, AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
@@ -66,8 +66,9 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     gatherer = MetricGatherer()
     target = int(args.rollout_batch_size)
     controller = WaveController(target, int(args.over_sampling_batch_size), guard=ConsecutiveFailureGuard(sys.maxsize))
+    cushion = getattr(args, "shopsim_wave_cushion", None)  # 0 is a valid cushion: no `or` default
     sizer = AdaptiveWaves(target, int(args.over_sampling_batch_size),
-                          float(getattr(args, "shopsim_wave_confidence", None) or DEFAULT_CONFIDENCE))
+                          DEFAULT_CUSHION if cushion is None else float(cushion))
     selector = data_source.selector
     groups: dict[int, list[Any]] = {}
     q_of: dict[int, float] = {}

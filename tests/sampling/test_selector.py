@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling.selector import (
-    EXPLORE_SHARE,
+    EXPLORE_HORIZON_EPOCHS,
     NotEnoughPromptsError,
     PromptSelector,
     PromptStateError,
@@ -85,17 +85,19 @@ def test_state_round_trip_through_json(strategy, size, seed, before, after):
 @given(strategy=STRATEGY, size=st.integers(1, 40), seed=st.integers(0, 5), k=st.integers(1, 8), data=st.data())
 def test_every_prompt_is_tried(strategy, size, seed, k, data):
     """Whatever the outcomes, every prompt is handed out: within the first epoch with seed; with informative,
-    at least EXPLORE_SHARE of the picks go to never-seen prompts while any remain."""
+    within the exploration horizon plus one pick per never-seen prompt released back (and one batch)."""
     sel = PromptSelector([f"p{i}" for i in range(size)], 8, strategy, seed)
     rng = random.Random(data.draw(st.integers(0, 100)))
     picks = 0
-    bound = int(20 * size / EXPLORE_SHARE) + 50
-    while sel.coverage() < 1.0 and picks < bound:
+    released_unseen = 0
+    bound = round(EXPLORE_HORIZON_EPOCHS * size) + k
+    while sel.coverage() < 1.0 and picks < bound + released_unseen:
         batch = sel.next_prompts(min(k, len(sel) - len(sel.in_flight)))
         picks += len(batch)
         for pid in batch:
             r = rng.random()
             if r < 0.1:
+                released_unseen += sel.predicted_pass_rate(pid) is None  # never observed: back to the unseen
                 sel.release(pid)
             else:
                 sel.record(pid, [1.0] * 8 if r < 0.8 else [1.0, 0.0] * 4)
@@ -183,3 +185,24 @@ def test_prediction_formulas():
     draws = [rng.betavariate(2.5, 0.7) for _ in range(200_000)]
     mc = sum(zero_spread_probability(p, 8) for p in draws) / len(draws)
     assert beta_zero_spread(2.5, 0.7, 8) == pytest.approx(mc, abs=0.005)
+
+
+def test_exploration_is_paced_over_the_horizon_and_stops_at_coverage():
+    """Every prompt answers with spread (so observed prompts always beat the unseen): exploration follows the
+    pro-rata schedule of the horizon, reaches full coverage at its end, and no later pick explores."""
+    size = 100
+    sel = PromptSelector([f"p{i}" for i in range(size)], 8, "informative", 3, explore_horizon_epochs=2.0)
+    for picks in range(1, 301):
+        (pid,) = sel.next_prompts(1)
+        sel.record(pid, [1.0, 0.0] * 4)
+        never_seen_left = size - round(sel.coverage() * size)
+        assert never_seen_left <= max(0, 200 - picks) * size / 200  # on (or ahead of) the schedule
+        if picks == 100:
+            assert 0.5 <= sel.coverage() < 0.6  # about half the picks explored, not all
+    assert sel.coverage() == 1.0
+    assert sel.pop_stats()["explored"] == size  # once covered, picks go to the best bucket
+
+
+def test_explore_horizon_must_be_positive():
+    with pytest.raises(ValueError, match="explore_horizon_epochs"):
+        PromptSelector(["a"], 8, "informative", explore_horizon_epochs=0.0)

@@ -23,17 +23,25 @@ def test_tail_matches_enumeration(qs, k):
     assert prob_at_least(qs, k) == pytest.approx(exact, abs=1e-12)
 
 
-def test_refill_reaches_the_confidence_and_respects_the_cap():
-    sizer = AdaptiveWaves(target=16, max_in_flight=32, confidence=0.9)
-    assert sizer.refill_size(0, [], lambda j: 1.0) == 16  # certain groups: exactly what is missing
+def test_refill_keeps_the_predicted_number_plus_the_cushion_and_respects_the_cap():
+    sizer = AdaptiveWaves(target=16, max_in_flight=32, cushion=0.5)
+    assert sizer.refill_size(0, [], lambda j: 1.0) == 17  # certain groups: what is missing plus the cushion
     add = sizer.refill_size(0, [], lambda j: 0.8)
-    assert prob_at_least([0.8] * add, 16) >= 0.9 > prob_at_least([0.8] * (add - 1), 16)
+    assert 0.8 * add >= 16.5 > 0.8 * (add - 1)  # expected informative in flight: missing + cushion
     assert sizer.refill_size(0, [], lambda j: 0.1) == 32  # hopeless: the budget (one wave) binds
     assert sizer.refill_size(0, [0.1] * 16, lambda j: 0.1, submitted=32) == 0  # budget spent: the fallback's turn
     assert sizer.refill_size(2, [0.1] * 10, lambda j: 0.1, submitted=40) == 4  # but never remaining < target
-    assert sizer.refill_size(10, [0.99] * 8, lambda j: 0.5) == 0  # already confident
+    assert sizer.refill_size(10, [0.99] * 7, lambda j: 0.5) == 0  # 6.93 expected >= 6 missing + 0.5
+    assert sizer.refill_size(10, [0.9] * 7, lambda j: 0.5) == 1  # 6.3 < 6.5: one small top-up
     assert sizer.refill_size(16, [], lambda j: 0.5) == 0  # done
-    assert sizer.refill_size(12, [0.0], lambda j: 1.0) == 4  # at least remaining >= target
+    assert sizer.refill_size(12, [0.0], lambda j: 1.0) == 5  # remaining >= target, then the cushion
+    assert AdaptiveWaves(16, 32, cushion=0.0).refill_size(12, [], lambda j: 1.0) == 4  # no cushion: just the missing
+
+
+@pytest.mark.parametrize("cushion", [-0.1, float("inf"), float("nan")])
+def test_cushion_must_be_a_finite_count(cushion):
+    with pytest.raises(ValueError, match="cushion"):
+        AdaptiveWaves(16, 32, cushion=cushion)
 
 
 def test_controller_refill_is_a_small_wave_with_the_same_rules():

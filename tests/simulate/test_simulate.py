@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from shopsimrl.cli import main
-from shopsimrl.simulate.calibrate import release_figures, seed_runs, simulated_figures
+from shopsimrl.simulate.calibrate import (
+    FIT_SEEDS,
+    RELEASE_ONLY_FIT,
+    evaluate,
+    persistence,
+    persistence_loss,
+    release_figures,
+    seed_runs,
+    simulated_figures,
+)
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
 
@@ -23,16 +32,42 @@ def test_release_round_figures_are_the_issue_s():
 
 
 def test_seed_order_reproduces_the_release_run():
-    """The calibrated world with the faithful order: within 0.07 of each round's zero-spread share,
-    within 1.6 groups of informative kept per step, and within 10% of the mean step time."""
+    """The calibrated world (joint fit) with the faithful order: within 0.11 of each round's zero-spread share
+    (round 0 is the worst: 0.64 vs 0.54), within 2.8 groups of informative kept per step (round 0: 11.4 vs 14.05),
+    within 0.03 of the final round's success rate, and within 10% of the mean step time."""
     real = release_figures(RELEASE)
     sim = simulated_figures(seed_runs(WorldParams(), (0, 1)))
     for a, b in zip(sim.zero_spread_share, real.zero_spread_share):
-        assert a == pytest.approx(b, abs=0.07)
+        assert a == pytest.approx(b, abs=0.11)
     for a, b in zip(sim.informative_kept, real.informative_kept):
-        assert a == pytest.approx(b, abs=1.6)
-    assert sim.zero_spread_share[-1] > sim.zero_spread_share[0] + 0.15  # it rises, as in the real run
+        assert a == pytest.approx(b, abs=2.8)
+    assert sim.success_rate[-1] == pytest.approx(real.success_rate[-1], abs=0.03)
+    assert sim.zero_spread_share[-1] > sim.zero_spread_share[0] + 0.12  # it rises, as in the real run
     assert sim.mean_step_s == pytest.approx(real.mean_step_s, rel=0.1)
+
+
+def test_persistence_statistics_follow_the_papers_definitions():
+    """Pairs of a prompt's consecutive groups: zero->zero counts for both statistics, zero->spread only for
+    'comes back', spread->zero only for 'had zero before'."""
+    from shopsimrl.simulate.engine import RunResult
+
+    run = RunResult("x", "seed", "fixed", [], 1.0, 0.5,
+                    groups=[(1, "a", True), (1, "b", False), (2, "a", True), (2, "b", True), (3, "a", False)])
+    stats = persistence([run])
+    assert stats.pairs == 3
+    assert stats.zero_had_zero_before == pytest.approx(1 / 2)  # a: zero after zero; b: zero after spread
+    assert stats.zero_comes_back == pytest.approx(1 / 2)  # a: zero->zero, then zero->spread
+
+
+def test_the_joint_fit_prefers_the_calibrated_world_to_the_release_only_fit():
+    """The release-only fit (+2.0 logits per prompt trained on) matches the release figures better, but its
+    zero-spread prompts had spread the epoch before too often for GRESO's 'over 90%': the joint loss rejects it."""
+    real = release_figures(RELEASE)
+    chosen, release_only = evaluate(WorldParams(), real, FIT_SEEDS), evaluate(RELEASE_ONLY_FIT, real, FIT_SEEDS)
+    assert release_only.release_loss < chosen.release_loss
+    assert release_only.persistence.zero_had_zero_before < chosen.persistence.zero_had_zero_before
+    assert chosen.joint_loss < release_only.joint_loss
+    assert persistence_loss(chosen.persistence) == pytest.approx(chosen.persistence_loss)
 
 
 def test_runs_are_deterministic_and_keep_the_controller_s_books():

@@ -147,7 +147,7 @@ def args(tmp_path):
         dynamic_sampling_filter_path="shopsimrl.slime_runtime.fully_scored_group_filter",
         rollout_sample_filter_path=None,
         rollout_all_samples_process_path="shopsimrl.slime_metrics.record_generated_rollout_groups",
-        shopsim_wave_confidence=0.9, shopsim_trace_dir=None,
+        shopsim_wave_cushion=0.5, shopsim_trace_dir=None,
     )
 
 
