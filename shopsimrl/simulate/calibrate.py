@@ -1,14 +1,16 @@
-"""Fit the simulated world to the public release run (seed order, fixed waves of 32).
+"""Fit the simulated world to the public release run and to GRESO's zero-spread persistence (seed order, waves of 32).
 
 The release figures (one row per step, ``tests/data/shopsimrl_release_steps.csv``)
 give, per round of 20 steps: the share of completed groups with zero spread, the
 informative groups kept per step (16 − zero-std groups admitted by the fallback),
-the episode success rate and the share of all-wrong groups.  :func:`fit` searches
-the world's four learning parameters on a grid for the smallest squared error over
-those 16 figures (seed order, averaged over several simulation seeds), then scales
-the episode duration so the mean simulated step time equals the release's mean
+the episode success rate and the share of all-wrong groups.  They cannot tell
+per-prompt learning from global learning, so :func:`fit` adds two persistence
+statistics published by GRESO (arXiv 2506.02177), measured between a prompt's
+consecutive epochs (:func:`persistence`), and searches ``FIT_GRID`` for the
+smallest joint loss (:func:`loss` + :func:`persistence_loss`).  It then scales the
+episode duration so the mean simulated step time equals the release's mean
 ``rollout_time_s`` (with the log-normal shape fixed, step time scales linearly with
-the median).
+the median).  docs/efficient-sampling.md gives the fit and its limits.
 """
 
 from __future__ import annotations
