@@ -18,6 +18,7 @@ _PARTS: tuple[str, ...] = (
     "shopsimrl.env.cli",  # env: the ShopSim environment (build, serve, play)
     "shopsimrl.sampling.cli",  # replay: the wave state machine on a supply of groups
     "shopsimrl.slime.cli",  # data export, train: slime integration
+    "shopsimrl.simulate.cli",  # simulate: GPU-free training runs comparing selection strategies
 )
 
 

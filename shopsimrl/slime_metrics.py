@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from shopsimrl.sampling import DROP_REASONS, dynamic_filter_drop_key, rollout_step_metrics
-from shopsimrl.sampling.verdict import is_scored, iter_samples
+from shopsimrl.sampling.knobs import ZERO_STD_EPSILON
+from shopsimrl.sampling.selector import SELECTOR_PREFIX
+from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
 from shopsimrl.slime.samples import group_outcome, group_outcomes, reward_key
 from shopsimrl.slime.state import hook_state
 
@@ -36,6 +38,12 @@ log = logging.getLogger(__name__)
 def record_generated_rollout_groups(args: Any, all_samples: Sequence[Sequence[Any]], data_source: Any = None) -> None:
     """Remember the outcomes of every completed group of this step (for :func:`enrich_rollout_metrics`)."""
     hook_state().put_completed_groups(group_outcomes(all_samples, reward_key(args)))
+    record_groups = getattr(data_source, "record_groups", None)  # our SelectorDataSource (--data-source-path)
+    if record_groups is not None:
+        metrics = record_groups(args, all_samples)
+        state = hook_state()
+        with state.lock:
+            state.selector_metrics = metrics
 
 
 def enrich_rollout_metrics(
@@ -62,7 +70,25 @@ def enrich_rollout_metrics(
     drop_counts = {reason: int(rollout_extra_metrics.get(dynamic_filter_drop_key(reason), 0)) for reason in DROP_REASONS}
     trained_groups = {s.group_index for s in trained}
     rollout_extra_metrics.update(rollout_step_metrics(completed, trained_groups, drop_counts))
+    state = hook_state()
+    with state.lock:
+        selector_metrics, state.selector_metrics = state.selector_metrics, None
+    if selector_metrics:
+        rollout_extra_metrics.update(selector_metrics)
+        chosen = selector_metrics.get(SELECTOR_PREFIX + "prompts_chosen", 0.0)
+        if chosen:
+            n = int(getattr(args, "n_samples_per_prompt", 0) or 0) or max(1, len(trained) // max(1, len(trained_groups)))
+            by_group: dict[Any, list[Any]] = {}
+            for sample in trained:
+                by_group.setdefault(sample.group_index, []).append(sample)
+            informative = sum(_has_spread(group, key) for group in by_group.values())
+            rollout_extra_metrics[SELECTOR_PREFIX + "informative_per_1k_episodes"] = 1000.0 * informative / (chosen * n)
     return False
+
+
+def _has_spread(group: list[Any], key: str) -> bool:
+    rewards = list(unique_rollout_rewards(group, key).values())
+    return max(rewards) - min(rewards) > ZERO_STD_EPSILON
 
 
 def _trained_groups(trained: list[Any], key: str) -> list[Any]:

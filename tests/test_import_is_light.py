@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "ray", "sglang", "slime", "transformers", "wandb")
+HEAVY = ("torch", "ray", "sglang", "slime", "transformers", "wandb", "matplotlib")
 
 
 @pytest.mark.parametrize(

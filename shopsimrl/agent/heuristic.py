@@ -24,7 +24,7 @@ import math
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
@@ -76,19 +76,55 @@ class HeuristicOptions:
             raise ValueError("heuristic options patience and max_pages must be >= 1")
 
 
+#: Learning mode: each informative group trained on a task halves what is still random in it.
+LEARNING_DECAY = 0.5
+
+
 class HeuristicPolicy:
-    """Factory of heuristic episodes; holds only immutable options."""
+    """Factory of heuristic episodes; holds immutable options (and, when learning, per-task skill).
+
+    ``learning=True`` (opt-in) stands in for a policy being trained, so the embedded
+    default shows what a real run shows: after each informative group trained on a
+    task (:meth:`learn`), that task's episodes play with the temperature multiplied by
+    ``LEARNING_DECAY`` and with ``1 − keep_word`` multiplied by it too.  The shopper
+    grows more consistent on the task, right or wrong, so its groups lose reward
+    spread and the zero-spread share rises over steps.
+    """
 
     name = "heuristic"
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, learning: bool = False, **options: Any) -> None:
         self.options = HeuristicOptions(**options)
+        self.learning = bool(learning)
+        self._trained: dict[str, int] = {}  # task id -> informative groups trained on
 
     def describe(self) -> dict[str, Any]:
-        return asdict(self.options)
+        return {**asdict(self.options), "learning": self.learning}
+
+    def skill(self, task_id: str) -> int:
+        """Informative groups trained on ``task_id`` so far (0 unless learning)."""
+        return self._trained.get(task_id, 0)
+
+    def learn(self, task_ids: Sequence[str]) -> None:
+        """One training step on the kept informative groups of these tasks (no-op unless learning)."""
+        if self.learning:
+            for task_id in task_ids:
+                self._trained[task_id] = self._trained.get(task_id, 0) + 1
+
+    def options_for(self, task_id: str) -> HeuristicOptions:
+        """The options an episode of ``task_id`` plays with, after what was learned on it."""
+        count = self._trained.get(task_id, 0)
+        if not count:
+            return self.options
+        factor = LEARNING_DECAY**count
+        return replace(
+            self.options,
+            temperature=self.options.temperature * factor,
+            keep_word=1.0 - (1.0 - self.options.keep_word) * factor,
+        )
 
     def new_episode(self, task: Task, seed: int) -> _HeuristicEpisode:
-        return _HeuristicEpisode(self.options, task, seed)
+        return _HeuristicEpisode(self.options_for(task.task_id), task, seed)
 
     async def aclose(self) -> None:
         return None

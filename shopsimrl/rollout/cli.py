@@ -23,6 +23,8 @@ from typing import Any
 
 from shopsimrl.env.types import EnvError
 from shopsimrl.sampling import KnobError, SamplingKnobs, TooManyTechnicalFailures
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES
+from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
@@ -86,6 +88,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="probability that an env reset/step raises (injected technical failures)")
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                      help="live view on a terminal, plain log lines otherwise")
+    sel = p.add_argument_group("prompt selection", "which prompts to start and how many (docs/efficient-sampling.md)")
+    sel.add_argument("--selection", choices=STRATEGIES, default=DEFAULT_STRATEGY,
+                     help="seed: the faithful shuffled-epoch order; informative: skip prompts predicted to give "
+                     "zero reward spread (re-checked, never lost)")
+    sel.add_argument("--waves", choices=WAVE_MODES, default=DEFAULT_WAVES,
+                     help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
+                     "batch with informative groups plus --cushion, topped up after each completion")
+    sel.add_argument("--cushion", type=float, default=DEFAULT_CUSHION,
+                     help="adaptive waves: expected informative groups kept in flight above the number missing")
+    sel.add_argument("--learning", action="store_true",
+                     help="heuristic policy: grow more consistent on each task it trains on with spread, as a "
+                     "trained model does (the zero-spread share rises over steps)")
+    sel.add_argument("--no-timeline", dest="timeline", action="store_false",
+                     help="do not draw each step's wave_timeline.png")
     env = p.add_argument_group("environment")
     env.add_argument("--env", default=IN_PROCESS,
                      help=f"'{IN_PROCESS}', the URL of a ShopSim env server (http://host:port), or several URLs "
@@ -199,6 +215,10 @@ def check_options(args: argparse.Namespace) -> None:
          f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
         (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
          f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
+        (0.0 <= args.cushion < float("inf"), f"--cushion is a number of groups >= 0, got {args.cushion}"),
+        (not args.learning or args.policy == "heuristic",
+         "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
+         "--policy heuristic"),
     )
     for ok, message in checks:
         if not ok:
@@ -325,13 +345,14 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     from shopsimrl.rollout.view import RolloutView
 
     try:
-        policy = make_policy(args.policy, **options)
+        policy = make_policy(args.policy, **({**options, "learning": True} if args.learning else options))
     except (TypeError, ValueError) as exc:
         _stderr(f"shopsimrl rollout: refused: policy {args.policy}: {exc}")
         return EXIT_REFUSED
     name = args.name or default_run_name()
     config = RolloutConfig(knobs=knobs, steps=args.steps, seed=args.seed, out=args.out, name=name,
-                           episode_concurrency=args.episode_concurrency)
+                           episode_concurrency=args.episode_concurrency, selection=args.selection,
+                           waves=args.waves, cushion=args.cushion, timeline=args.timeline)
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
         console = Console(width=max(console.width, 150))
@@ -376,7 +397,8 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
         client = FaultInjectingEnv(env, args.fault_rate, seed=args.seed) if args.fault_rate > 0 else env
         runner = agent_runner(client, policy, max_turns=args.max_steps)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
-                 "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_steps}
+                 "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_steps,
+                 "learning": args.learning}
         try:
             paths = prepare_run_dir(args.out, name, overwrite=args.overwrite)
         except (RunDirError, OSError) as exc:
@@ -395,7 +417,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
             try:
                 result = await run_rollout(config, runner, task_ids, observer=view,
                                            on_step=logger.log if logger else None, extra_config=extra,
-                                           paths=paths)
+                                           paths=paths, learner=policy.learn if args.learning else None)
             except TooManyTechnicalFailures as exc:
                 step_dir = Path(exc.trace_dir or paths.root)
                 _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"

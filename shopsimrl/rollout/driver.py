@@ -42,8 +42,12 @@ from shopsimrl.sampling import (
     GroupDecision,
     SamplingKnobs,
     TooManyTechnicalFailures,
+    Verdict,
     WaveController,
 )
+from shopsimrl.sampling.adaptive import AdaptiveWaves
+from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
+from shopsimrl.sampling.verdict import unique_rollout_rewards
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -159,6 +163,11 @@ class RunContext:
     seed: int = 0
     observer: StepObserver | None = None
     clock: Callable[[], float] = time.perf_counter
+    # prompt selection (opt-in; None keeps the faithful TaskSampler order and slime's whole waves)
+    selector: PromptSelector | None = None
+    adaptive: AdaptiveWaves | None = None
+    learner: Callable[[list[str]], None] | None = None  # trained on these tasks' informative groups
+    timeline: bool = False  # draw each step's wave timeline into its folder
 
 
 class StepDriver:
@@ -181,6 +190,8 @@ class StepDriver:
         self.batches = 0
         self.wall_seconds = 0.0
         self._t0 = 0.0
+        self._q: dict[int, float] = {}  # adaptive waves: each in-flight group's predicted spread probability
+        self._feedback: list[tuple[str, Decision, list[float] | None]] = []  # for the selector, at step end
 
     def _now(self) -> float:
         return self.ctx.clock() - self._t0
@@ -226,6 +237,7 @@ class StepDriver:
                 observer.step_finished(None, self.progress())
             raise
         report = self._report()
+        self._after_step(report)
         write_batch(self.paths, batch_records(
             [self.groups[i] for i in report.kept], self.decisions, step=self.step,
             n_samples_per_prompt=ctx.knobs.n_samples_per_prompt, global_batch_size=ctx.knobs.global_batch_size,
@@ -236,12 +248,18 @@ class StepDriver:
         return report
 
     def _submit(self, now: float) -> None:
-        """Open whole waves while the controller says ``remaining < target``."""
+        """Open whole waves while the controller says ``remaining < target`` (or adaptive refills)."""
         controller = self.controller
-        new = controller.submit()
+        selector = self.ctx.selector
+        if self.ctx.adaptive is not None and selector is not None:
+            new, task_ids = self._refill(selector)
+        else:
+            new = controller.submit()
+            if not new:
+                return
+            task_ids = self.ctx.sampler.take(len(new)) if selector is None else [str(t) for t in selector.next_prompts(len(new))]
         if not new:
             return
-        task_ids = self.ctx.sampler.take(len(new))
         n = self.ctx.knobs.n_samples_per_prompt
         by_wave: dict[int, list[int]] = {}
         for index, task_id in zip(new, task_ids):
@@ -271,6 +289,26 @@ class StepDriver:
                         task_ids=[self.groups[i].task_id for i in indices], remaining=controller.remaining)
         if self.ctx.observer:
             self.ctx.observer.progressed(self.progress)
+
+    def _refill(self, selector: PromptSelector) -> tuple[range, list[str]]:
+        """Adaptive waves: add the groups the refill rule asks for, each prompt chosen as it is added."""
+        chosen: list[str] = []
+
+        def next_q(_j: int) -> float:
+            task_id = str(selector.next_prompts(1)[0])
+            chosen.append(task_id)
+            return 1.0 - selector.predicted_zero_spread(task_id)
+
+        controller = self.controller
+        count = self.ctx.adaptive.refill_size(  # type: ignore[union-attr]
+            len(controller.kept), [self._q[i] for i in controller.in_flight], next_q, controller.submitted
+        )
+        if not count:
+            return range(0), []
+        new = controller.refill(count)
+        for index, task_id in zip(new, chosen):
+            self._q[index] = 1.0 - selector.predicted_zero_spread(task_id)
+        return new, chosen
 
     def _group_finished(self, group: GroupRun) -> None:
         """Triage (and the Failure Analyst queue) before the group reaches the filter."""
@@ -320,8 +358,53 @@ class StepDriver:
             else:
                 stats.surplus += 1
             self.decisions[d.index] = d.decision.value
+            self._tell_selector(group, d.decision, d.verdict)
             self._event(now, "decision", batch=self.batches, task_id=group.task_id,
                         classification=group.classification, **d.as_dict())
+
+    def _tell_selector(self, group: GroupRun, decision: Decision, verdict: Verdict) -> None:
+        """Keep a finished group's result for the selector (told at step end, see ``_flush_feedback``)."""
+        if self.ctx.selector is None:
+            return
+        rewards = None if verdict is Verdict.TECHNICAL else list(unique_rollout_rewards(group.samples()).values())
+        self._feedback.append((group.task_id, decision, rewards))
+
+    def _flush_feedback(self) -> None:
+        """At step end: the selector learns from every scored group; prompts with no trained result go back.
+
+        Held until the step ends so that a prompt finished early in a step stays out of the
+        pool until then: a step never starts the same task twice, as with ``TaskSampler``.
+        """
+        selector = self.ctx.selector
+        if selector is None:
+            return
+        for task_id, decision, rewards in self._feedback:
+            if rewards is None:
+                selector.release(task_id)
+            elif decision is Decision.SURPLUS:
+                selector.release(task_id, rewards)
+            else:
+                selector.record(task_id, rewards)
+        self._feedback.clear()
+
+    def _after_step(self, report: StepReport) -> None:
+        """Selector metrics, the learning policy's update and the wave-timeline picture."""
+        ctx = self.ctx
+        fallback = set(report.fallback)
+        informative = [self.groups[i].task_id for i in report.kept if i not in fallback]
+        if ctx.selector is not None:
+            report.metrics.update(selector_step_metrics(
+                ctx.selector.pop_stats(), informative=len(informative),
+                generated_episodes=len(report.groups) * ctx.knobs.n_samples_per_prompt,
+                coverage=ctx.selector.coverage(),
+            ))
+        if ctx.learner is not None:
+            ctx.learner(informative)
+        if ctx.timeline:
+            from shopsimrl.rollout.timeline import write_wave_timeline
+
+            write_wave_timeline(self.paths.root / "wave_timeline.png", self.events,
+                                title=f"step {self.step}: wave timeline")
 
     async def _abort(self) -> None:
         """Cancel every in-flight group and wait until each episode has released its env session."""
@@ -330,6 +413,9 @@ class StepDriver:
         aborted = self.controller.abort()
         for index in aborted:
             self.waves[self.controller.wave_of(index)].aborted += 1
+            if self.ctx.selector is not None:
+                self.ctx.selector.release(self.groups[index].task_id)
+        self._flush_feedback()
         self.wall_seconds = self._now()
         self._event(now, "abort", aborted=aborted, finished_not_judged=sorted(undelivered),
                     cancelled=len(cancelled), seconds=round(self.wall_seconds - now, 6))

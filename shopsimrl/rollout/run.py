@@ -19,6 +19,8 @@ from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves
+from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES, PromptSelector
 
 DEFAULT_EPISODE_CONCURRENCY = 64
 
@@ -36,8 +38,18 @@ class RolloutConfig:
     out: Path = Path("runs")
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
+    selection: str = DEFAULT_STRATEGY  # "seed": the faithful TaskSampler order; "informative": PromptSelector
+    waves: str = DEFAULT_WAVES  # "fixed": slime's whole waves; "adaptive": predicted-size refills
+    cushion: float = DEFAULT_CUSHION  # adaptive: expected informative groups in flight above the missing
+    timeline: bool = False  # write each step's wave_timeline.png
 
     def __post_init__(self) -> None:
+        if self.selection not in STRATEGIES:
+            raise ValueError(f"selection must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
+        if self.waves not in WAVE_MODES:
+            raise ValueError(f"waves must be one of {', '.join(WAVE_MODES)}, got {self.waves!r}")
+        if not 0.0 <= self.cushion < float("inf"):
+            raise ValueError(f"cushion must be a finite number >= 0, got {self.cushion}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.episode_concurrency < 1:
@@ -59,6 +71,7 @@ async def run_rollout(
     on_step: Callable[[StepReport], None] | None = None,
     extra_config: dict[str, object] | None = None,
     paths: RunPaths | None = None,
+    learner: Callable[[list[str]], None] | None = None,
 ) -> RunResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
@@ -79,8 +92,13 @@ async def run_rollout(
         "episode_concurrency": config.episode_concurrency,
         "knobs": config.knobs.as_dict(),
         "train_tasks": len(task_ids),
+        "selection": config.selection,
+        "waves": config.waves,
+        **({"cushion": config.cushion} if config.waves == "adaptive" else {}),
         **(extra_config or {}),
     })
+    knobs = config.knobs
+    uses_selector = config.selection != "seed" or config.waves == "adaptive"
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
@@ -90,6 +108,12 @@ async def run_rollout(
         paths=paths,
         seed=config.seed,
         observer=observer,
+        selector=PromptSelector(task_ids, knobs.n_samples_per_prompt, config.selection, config.seed)
+        if uses_selector else None,
+        adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.cushion)
+        if config.waves == "adaptive" else None,
+        learner=learner,
+        timeline=config.timeline,
     )
     reports: list[StepReport] = []
     for k in range(1, config.steps + 1):

@@ -148,6 +148,26 @@ class WaveController:
         self._in_flight.update(new)
         return new
 
+    def refill(self, count: int) -> range:
+        """Adaptive waves only: submit ``count`` new groups now, as one small wave.
+
+        Same bookkeeping as a wave (``remaining += count``, a wave number for
+        ``wave_of``); the filter, the fallback and abort are untouched.  ``submit()``
+        (slime's whole waves) is the faithful path and does not call this.
+        """
+        self._check_live("refill")
+        self._check_not_done()
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"refill count must be an integer >= 1, got {count!r}")
+        start = self.submitted
+        self._wave_starts.append(start)
+        self.waves += 1
+        self.submitted += count
+        self.remaining += count
+        new = range(start, self.submitted)
+        self._in_flight.update(new)
+        return new
+
     def complete(self, index: int, verdict: Verdict | str) -> GroupDecision:
         """One group finished on its own (a batch of one)."""
         self._check_live("complete")

@@ -99,6 +99,8 @@ class TrainConfig:
     max_consecutive_failed_groups: int = _knob(
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
+    selection: str = _knob("SELECTION", "seed", "seed: slime's own data order; informative: the PromptSelector data source")
+    waves: str = _knob("WAVES", "fixed", "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
     # episodes
     env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700",
                          "the ShopSim env server, or several as a comma list (same catalog on each)")
@@ -192,11 +194,20 @@ class TrainConfig:
             problems.append(f"SHOPSIM_ENV_URL={self.env_url!r}: {exc}")
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
+        if self.selection not in ("seed", "informative"):
+            problems.append(f"SELECTION must be seed or informative, got {self.selection!r}")
+        if self.waves not in ("fixed", "adaptive"):
+            problems.append(f"WAVES must be fixed or adaptive, got {self.waves!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             problems.append(f"WANDB_MODE must be online, offline or disabled, got {self.wandb_mode!r}")
         if problems:
             raise LaunchError("invalid training settings:\n  - " + "\n  - ".join(problems))
         return self.knobs
+
+    @property
+    def _selector_data_source(self) -> bool:
+        """Prompt selection, or adaptive waves (sized from the selector's predictions), need our data source."""
+        return self.selection == "informative" or self.waves == "adaptive"
 
     @property
     def custom_config_path(self) -> Path:
@@ -213,6 +224,7 @@ class TrainConfig:
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_steps": self.max_steps,
+            **({"shopsim_selection": self.selection} if self._selector_data_source else {}),
         }
         if self.env_token_file:
             config["shopsim_env_token_file"] = str(_absolute(self.env_token_file))
@@ -246,6 +258,10 @@ class TrainConfig:
         ]
         for flag, path in HOOKS.items():
             args += [flag, path]
+        if self._selector_data_source:  # docs/efficient-sampling.md
+            args += ["--data-source-path", "shopsimrl.slime.data_source.SelectorDataSource"]
+        if self.waves == "adaptive":
+            args += ["--rollout-function-path", "shopsimrl.slime.rollout_fn.generate_rollout"]
         args += ["--custom-config-path", str(self.custom_config_path)]
         args += [
             "--advantage-estimator", "grpo",

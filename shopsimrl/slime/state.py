@@ -61,6 +61,7 @@ class SlimeHookState:
     lock: threading.RLock = field(default_factory=threading.RLock)
     guard: ConsecutiveFailureGuard | None = None
     completed_groups: list[GroupOutcome] | None = None  # set by the all-samples hook, taken by the log hook
+    selector_metrics: dict[str, float] | None = None  # from the selector data source, taken by the log hook
     tokenizers: dict[str, Any] = field(default_factory=dict)  # hf_checkpoint -> tokenizer
     filter_output_cls: type | None = None
     env_client_factory: EnvClientFactory | None = None  # None: HttpEnvClient(args.shopsim_env_url)

@@ -1,0 +1,124 @@
+"""Strategies side by side on the same simulated world, and the pictures that show the difference."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from shopsimrl.io import atomic_write_bytes
+from shopsimrl.rollout.timeline import FATE_COLOURS, draw_wave_timeline, render_png
+from shopsimrl.simulate.engine import RunResult, simulate_run
+from shopsimrl.simulate.model import WorldParams
+
+#: (selection, waves) pairs compared by default: the faithful run first.
+STRATEGIES: tuple[tuple[str, str], ...] = (
+    ("seed", "fixed"),
+    ("informative", "fixed"),
+    ("seed", "adaptive"),
+    ("informative", "adaptive"),
+    ("oracle", "fixed"),
+    ("oracle", "adaptive"),
+)
+SUMMARY_KEYS = (
+    "informative_per_1k_generated_episodes",
+    "generated_per_trained_episode",
+    "informative_share_of_trained",
+    "final_mean_pass_rate",
+    "coverage",
+    "mean_step_wall_s",
+)
+
+
+def compare(
+    *,
+    steps: int = 80,
+    seeds: Sequence[int] = (0, 1, 2),
+    world: WorldParams | None = None,
+    strategies: Sequence[tuple[str, str]] = STRATEGIES,
+    timeline_step: int | None = None,
+) -> dict[str, Any]:
+    """Run every strategy on every seed (same worlds); medians over seeds per strategy.
+
+    The ``oracle`` rows read the world's true pass rates: the bound for any selector in that world.
+    """
+    world = world or WorldParams()
+    runs: dict[str, list[RunResult]] = {}
+    for selection, waves in strategies:
+        label = f"{selection}/{waves}"
+        keep = (timeline_step,) if timeline_step else ()
+        runs[label] = [
+            simulate_run(selection=selection, waves=waves, steps=steps, seed=s, world=world,
+                         keep_timelines=keep if i == 0 else (), label=label)
+            for i, s in enumerate(seeds)
+        ]
+    summary = {
+        label: {key: median(r.summary(8)[key] for r in rs) for key in SUMMARY_KEYS}
+        for label, rs in runs.items()
+    }
+    return {"world": world.as_dict(), "steps": steps, "seeds": list(seeds), "summary": summary, "runs": runs}
+
+
+def targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """The issue's targets, checked on the medians (value, bound, met)."""
+    seed, inf = summary.get("seed/fixed"), summary.get("informative/fixed")
+    ada = summary.get("informative/adaptive")
+    out: dict[str, dict[str, Any]] = {}
+    if seed and inf:
+        ratio = inf["informative_per_1k_generated_episodes"] / seed["informative_per_1k_generated_episodes"]
+        out["fixed: informative per 1k vs seed >= 1.5x"] = {"value": ratio, "met": ratio >= 1.5}
+        out["fixed: final pass rate >= seed's"] = {
+            "value": inf["final_mean_pass_rate"] - seed["final_mean_pass_rate"],
+            "met": inf["final_mean_pass_rate"] >= seed["final_mean_pass_rate"]}
+        out["fixed: coverage >= 90%"] = {"value": inf["coverage"], "met": inf["coverage"] >= 0.9}
+    if seed and ada:
+        out["adaptive: generated per trained <= 1.25"] = {
+            "value": ada["generated_per_trained_episode"], "met": ada["generated_per_trained_episode"] <= 1.25}
+        out["adaptive: informative share of trained >= 90%"] = {
+            "value": ada["informative_share_of_trained"], "met": ada["informative_share_of_trained"] >= 0.9}
+        out["adaptive: final pass rate >= seed's"] = {
+            "value": ada["final_mean_pass_rate"] - seed["final_mean_pass_rate"],
+            "met": ada["final_mean_pass_rate"] >= seed["final_mean_pass_rate"]}
+    return out
+
+
+def draw_step_bars(path: str | Path, runs: dict[str, list[RunResult]]) -> Path:
+    """Per step, stacked bars of informative kept / fallback / zero-std dropped / aborted, one panel per strategy."""
+    labels = list(runs)
+    parts = (("accepted", "informative kept"), ("fallback", "fallback (zero-std kept)"),
+             ("zero_std_dropped", "zero-std dropped"), ("aborted", "aborted"))
+    colours = {"accepted": FATE_COLOURS["accepted"], "fallback": FATE_COLOURS["fallback"],
+               "zero_std_dropped": FATE_COLOURS["dropped_zero_std"], "aborted": FATE_COLOURS["aborted"]}
+
+    def draw(fig: Any) -> None:
+        axes = fig.subplots(len(labels), 1, sharex=True, squeeze=False)[:, 0]
+        for ax, label in zip(axes, labels):
+            steps = runs[label][0].steps
+            x = [r.step for r in steps]
+            bottom = [0.0] * len(steps)
+            for key, name in parts:
+                values = [float(getattr(r, key)) for r in steps]
+                ax.bar(x, values, bottom=bottom, width=0.9, color=colours[key], label=name)
+                bottom = [b + v for b, v in zip(bottom, values)]
+            ax.set_ylim(0, max(r.submitted for r in steps) * 1.08)
+            ax.set_ylabel("groups")
+            ax.set_title(label, fontsize=9, loc="left")
+        axes[0].legend(loc="upper right", ncol=4, fontsize=7)
+        axes[-1].set_xlabel("rollout step")
+
+    png = render_png(draw, size=(10.0, 2.2 * len(labels) + 0.6))
+    return atomic_write_bytes(path, png)
+
+
+def draw_timeline(path: str | Path, run: RunResult, step: int) -> Path:
+    events = run.timelines[step]
+    png = render_png(lambda fig: draw_wave_timeline(fig.add_subplot(), events,
+                                                    title=f"{run.label}, simulated step {step}"),
+                     size=(9.0, min(12.0, 2.4 + 0.12 * len([e for e in events if e['event'] == 'decision']))))
+    return atomic_write_bytes(path, png)
+
+
+def with_overrides(world: WorldParams, **overrides: Any) -> WorldParams:
+    return replace(world, **{k: v for k, v in overrides.items() if v is not None})

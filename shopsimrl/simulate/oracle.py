@@ -1,0 +1,43 @@
+"""An oracle selector for the simulator only: it reads the world's true pass rates.
+
+It is not a strategy anyone can run; it bounds what any prompt selector could do in
+a given simulated world (it always starts the prompts least likely to give a
+zero-spread group), so a target the oracle misses is out of reach of every selector
+in that world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
+from shopsimrl.simulate.model import World
+
+
+class OracleSelector(PromptSelector):
+    """``PromptSelector`` whose picks and predictions use the true pass rates of ``world``."""
+
+    def __init__(self, world: World, n_samples_per_prompt: int, seed: int) -> None:
+        super().__init__(world.prompt_ids, n_samples_per_prompt, "seed", seed)
+        self.strategy = "oracle"
+        self.world = world
+
+    def _true_z(self, i: int) -> float:
+        return zero_spread_probability(self.world.pass_rate(self._ids[i]), self.n)
+
+    def next_prompts(self, k: int) -> list[Hashable]:
+        free = [i for i in range(len(self._ids)) if i not in self._in_flight]
+        if k > len(free):
+            return super().next_prompts(k)  # raises NotEnoughPromptsError with the usual message
+        free.sort(key=self._true_z)
+        out: list[int] = []
+        for i in free[:k]:
+            self._take(i, out)
+        return [self._ids[i] for i in out]
+
+    def predicted_zero_spread(self, prompt_id: Hashable) -> float:
+        return self._true_z(self._index(prompt_id))
+
+    def release(self, prompt_id: Hashable, rewards=None) -> None:  # type: ignore[no-untyped-def]
+        i = self._flying(prompt_id, "release")
+        self._in_flight.discard(i)

@@ -1,0 +1,177 @@
+"""A data source for slime's ``--data-source-path`` backed by :class:`PromptSelector`.
+
+slime builds it as ``cls(args)`` (``slime/ray/rollout.py``) and calls, as for its
+own ``RolloutDataSourceWithBuffer`` (``slime/rollout/data_source.py``):
+``get_samples(num_samples) -> list[list[Sample]]`` (groups of
+``n_samples_per_prompt`` copies, ``group_index`` / ``index`` counting up),
+``add_samples(groups)`` (aborted partial groups, served first next time),
+``save(rollout_id)`` / ``load(rollout_id)`` with the checkpoints, and ``len()``.
+
+What is ours: which prompts ``get_samples`` returns.  The all-samples hook
+(``shopsimrl.slime_metrics.record_generated_rollout_groups``, which slime calls
+with this data source) hands us every completed group of the step; we record their
+rewards in the selector and release every prompt that did not complete (slime
+aborted it).  slime's all-samples hook cannot tell a surplus group from a trained
+one, so surplus groups are recorded (their evidence is real; their turn is used).
+
+Settings come from slime's ``args`` (``--custom-config-path`` keys):
+``shopsim_selection`` (``informative`` by default here; ``seed`` is the shuffled-
+epoch order), ``rollout_seed``.  The prompt file is ``--prompt-data`` (JSONL,
+``--input-key`` / ``--metadata-key``, as ``shopsimrl data export`` writes it).
+The selector's state is saved next to slime's checkpoint as
+``<save>/rollout/shopsim_selector_<rollout_id>.json`` (atomically).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shopsimrl.io import atomic_write_json
+from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
+from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
+from shopsimrl.slime.samples import reward_key
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SLIME_SELECTION = "informative"
+
+
+def state_path(directory: str | Path, rollout_id: int) -> Path:
+    return Path(directory) / "rollout" / f"shopsim_selector_{rollout_id}.json"
+
+
+def _sample_class() -> Any:
+    from slime.utils.types import Sample  # slime's own class, imported only when slime runs us
+
+    return Sample
+
+
+def _read_prompts(path: str, input_key: str, metadata_key: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    task_ids: list[str] = []
+    metadata: dict[str, dict[str, Any]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            meta = record.get(metadata_key) or {}
+            task_id = meta.get("task_id", record.get(input_key))
+            if not isinstance(task_id, str) or not task_id:
+                raise ValueError(f"{path}:{number}: no task id (neither {metadata_key}.task_id nor {input_key})")
+            if task_id not in metadata:
+                task_ids.append(task_id)
+                metadata[task_id] = {**meta, "task_id": task_id}
+    if not task_ids:
+        raise ValueError(f"{path}: the prompt file is empty")
+    return task_ids, metadata
+
+
+class SelectorDataSource:
+    """slime's data-source interface over a :class:`PromptSelector` (see the module docstring)."""
+
+    def __init__(self, args: Any, *, sample_cls: type | None = None) -> None:
+        self.args = args
+        self.n = int(args.n_samples_per_prompt)
+        self._sample_cls = sample_cls
+        task_ids, self._metadata = _read_prompts(
+            args.prompt_data, getattr(args, "input_key", None) or "prompt", getattr(args, "metadata_key", None) or "metadata"
+        )
+        strategy = getattr(args, "shopsim_selection", None) or DEFAULT_SLIME_SELECTION
+        self.selector = PromptSelector(task_ids, self.n, strategy, int(getattr(args, "rollout_seed", 0) or 0))
+        self.sample_group_index = 0
+        self.sample_index = 0
+        self.buffer: list[list[Any]] = []
+        self.metadata: dict[str, Any] = {}
+        self.last_metrics: dict[str, float] = {}
+
+    # -- slime's DataSource interface ---------------------------------------------------------
+    def get_samples(self, num_samples: int) -> list[list[Any]]:
+        groups = self.buffer[:num_samples]
+        del self.buffer[:num_samples]
+        wanted = num_samples - len(groups)
+        if wanted <= 0:
+            return groups
+        cls = self._sample_cls or _sample_class()
+        for task_id in self.selector.next_prompts(wanted):
+            prototype = cls(prompt=task_id, metadata=dict(self._metadata[str(task_id)]))
+            group = []
+            for _ in range(self.n):
+                sample = copy.deepcopy(prototype)
+                sample.group_index = self.sample_group_index
+                sample.index = self.sample_index
+                self.sample_index += 1
+                group.append(sample)
+            self.sample_group_index += 1
+            groups.append(group)
+        return groups
+
+    def add_samples(self, samples: list[list[Any]]) -> None:
+        """Partial groups slime hands back (fully-async / partial rollouts): served first, as slime does."""
+        if not samples:
+            return
+        for group in samples:
+            if not isinstance(group, list) or len(group) != self.n:
+                raise ValueError(f"add_samples takes groups of n_samples_per_prompt={self.n} samples")
+            self.buffer.append(group)
+
+    def save(self, rollout_id: int) -> None:
+        save = getattr(self.args, "save", None)
+        if not save:
+            return
+        atomic_write_json(state_path(save, rollout_id), {
+            "selector": self.selector.state_dict(),
+            "sample_group_index": self.sample_group_index,
+            "sample_index": self.sample_index,
+        }, indent=None)
+
+    def load(self, rollout_id: int | None = None) -> None:
+        load = getattr(self.args, "load", None)
+        if not load or rollout_id is None:
+            return
+        path = state_path(load, rollout_id)
+        if not path.exists():
+            log.info("no ShopSim selector state at %s: starting fresh", path)
+            return
+        state = json.loads(path.read_text(encoding="utf-8"))
+        self.selector = PromptSelector.from_state_dict(state["selector"])
+        self.selector.release_in_flight()  # a resumed run cannot finish what was in flight
+        self.sample_group_index = int(state["sample_group_index"])
+        self.sample_index = int(state["sample_index"])
+
+    def __len__(self) -> int:
+        return len(self.selector)
+
+    def get_buffer_length(self) -> int:
+        return len(self.buffer)
+
+    def update_metadata(self, metadata: dict[str, Any]) -> None:
+        self.metadata.update(metadata)
+
+    def get_metadata(self) -> dict[str, Any]:
+        return self.metadata
+
+    # -- fed by the all-samples hook ----------------------------------------------------------
+    def record_groups(self, args: Any, all_samples: Sequence[Sequence[Any]]) -> dict[str, float]:
+        """The step's completed groups: record them, release what was aborted; returns the selector metrics."""
+        key = reward_key(args)
+        for group in all_samples:
+            samples = list(iter_samples(group))
+            task_id = (samples[0].metadata or {}).get("task_id", samples[0].prompt)
+            if task_id not in self.selector.in_flight:
+                continue  # a buffered partial group handed out before a resume: nothing to learn
+            if not all(is_scored(s, key) for s in samples):
+                self.selector.release(task_id)
+                continue
+            rewards = list(unique_rollout_rewards(samples, key).values())
+            self.selector.record(task_id, rewards)
+        self.selector.release_in_flight()
+        # informative-per-1k needs the trained groups, which this hook does not see: left out here
+        self.last_metrics = selector_step_metrics(
+            self.selector.pop_stats(), informative=0, generated_episodes=0, coverage=self.selector.coverage()
+        )
+        return self.last_metrics

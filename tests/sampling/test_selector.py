@@ -1,0 +1,208 @@
+"""PromptSelector's contract: k distinct, never in flight, determinism, state round-trip, every prompt tried."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shopsimrl.rollout.tasks import TaskSampler
+from shopsimrl.sampling.selector import (
+    EXPLORE_HORIZON_EPOCHS,
+    NotEnoughPromptsError,
+    PromptSelector,
+    PromptStateError,
+    beta_zero_spread,
+    zero_spread_probability,
+)
+
+STRATEGY = st.sampled_from(["seed", "informative"])
+# one script step: (k to ask for, how to finish each started prompt: record all-same / record varied / release)
+ACTIONS = st.lists(
+    st.tuples(st.integers(0, 6), st.lists(st.sampled_from(["same", "varied", "release", "keep"]), max_size=6)),
+    min_size=1,
+    max_size=25,
+)
+
+
+def drive(sel: PromptSelector, actions, trace: list | None = None) -> None:
+    """Run a script against the selector, checking the contract at every call."""
+    for k, fates in actions:
+        free = len(sel) - len(sel.in_flight)
+        if k > free:
+            with pytest.raises(NotEnoughPromptsError):
+                sel.next_prompts(k)
+            k = free
+        before = set(sel.in_flight)
+        got = sel.next_prompts(k)
+        assert len(got) == k
+        assert len(set(got)) == k, "k distinct prompts"
+        assert not before & set(got), "never a prompt already in flight"
+        if trace is not None:
+            trace.append(got)
+        for pid, fate in zip(sorted(sel.in_flight), fates):
+            if fate == "same":
+                sel.record(pid, [1.0] * 8)
+            elif fate == "varied":
+                sel.record(pid, [1.0, 0.0] * 4)
+            elif fate == "release":
+                sel.release(pid)
+
+
+@settings(max_examples=60, deadline=None)
+@given(strategy=STRATEGY, size=st.integers(1, 12), seed=st.integers(0, 3), actions=ACTIONS)
+def test_k_distinct_never_in_flight(strategy, size, seed, actions):
+    drive(PromptSelector([f"p{i}" for i in range(size)], 8, strategy, seed), actions)
+
+
+@settings(max_examples=40, deadline=None)
+@given(strategy=STRATEGY, size=st.integers(1, 12), seed=st.integers(0, 3), actions=ACTIONS)
+def test_deterministic_under_a_seed(strategy, size, seed, actions):
+    ids = [f"p{i}" for i in range(size)]
+    a, b = [], []
+    drive(PromptSelector(ids, 8, strategy, seed), actions, a)
+    drive(PromptSelector(ids, 8, strategy, seed), actions, b)
+    assert a == b
+
+
+@settings(max_examples=40, deadline=None)
+@given(strategy=STRATEGY, size=st.integers(1, 12), seed=st.integers(0, 3), before=ACTIONS, after=ACTIONS)
+def test_state_round_trip_through_json(strategy, size, seed, before, after):
+    sel = PromptSelector([f"p{i}" for i in range(size)], 8, strategy, seed)
+    drive(sel, before)
+    restored = PromptSelector.from_state_dict(json.loads(json.dumps(sel.state_dict())))
+    assert restored.state_dict() == sel.state_dict()
+    a, b = [], []
+    drive(sel, after, a)
+    drive(restored, after, b)
+    assert a == b
+
+
+@settings(max_examples=40, deadline=None)
+@given(strategy=STRATEGY, size=st.integers(1, 40), seed=st.integers(0, 5), k=st.integers(1, 8), data=st.data())
+def test_every_prompt_is_tried(strategy, size, seed, k, data):
+    """Whatever the outcomes, every prompt is handed out: within the first epoch with seed; with informative,
+    within the exploration horizon plus one pick per never-seen prompt released back (and one batch)."""
+    sel = PromptSelector([f"p{i}" for i in range(size)], 8, strategy, seed)
+    rng = random.Random(data.draw(st.integers(0, 100)))
+    picks = 0
+    released_unseen = 0
+    bound = round(EXPLORE_HORIZON_EPOCHS * size) + k
+    while sel.coverage() < 1.0 and picks < bound + released_unseen:
+        batch = sel.next_prompts(min(k, len(sel) - len(sel.in_flight)))
+        picks += len(batch)
+        for pid in batch:
+            r = rng.random()
+            if r < 0.1:
+                released_unseen += sel.predicted_pass_rate(pid) is None  # never observed: back to the unseen
+                sel.release(pid)
+            else:
+                sel.record(pid, [1.0] * 8 if r < 0.8 else [1.0, 0.0] * 4)
+    assert sel.coverage() == 1.0
+    if strategy == "seed":
+        assert sel.epoch == 1 or picks <= size + k  # the first epoch (or the call that opened the second)
+
+
+def test_seed_strategy_is_the_task_samplers_order():
+    ids = [f"t{i}" for i in range(50)]
+    sel, sampler = PromptSelector(ids, 8, "seed", 7), TaskSampler(ids, seed=7)
+    got = []
+    for _ in range(5):
+        batch = sel.next_prompts(10)
+        for pid in batch:
+            sel.record(pid, [1.0] * 8)
+        got += batch
+    sampler.begin_step()
+    assert got == sampler.take(50)
+
+
+def test_informative_skips_solved_prompts_and_keeps_rechecking_them():
+    ids = [f"p{i}" for i in range(200)]
+    sel = PromptSelector(ids, 8, "informative", 0)
+    solved = set(ids[:150])
+    for pid in sel.next_prompts(200):  # first epoch: everything explored
+        sel.record(pid, [1.0] * 8 if pid in solved else [1.0, 0.0] * 4)
+    stats = sel.pop_stats()
+    assert stats["explored"] == 200 and stats["skipped"] == 150  # the solved ones now wait for re-checks
+    chosen = []
+    for _ in range(60):
+        batch = sel.next_prompts(10)
+        chosen += batch
+        for pid in batch:
+            sel.record(pid, [1.0] * 8 if pid in solved else [1.0, 0.0] * 4)
+    informative_share = sum(p not in solved for p in chosen) / len(chosen)
+    assert informative_share > 0.9  # 25% of the prompts, nearly all the picks (seed order: 25%)
+    stats = sel.pop_stats()
+    assert 0 < stats["rechecked"] < 0.1 * len(chosen)  # solved prompts still come back, rarely
+    assert len({p for p in chosen if p in solved}) == stats["rechecked"]  # each re-check a different one
+
+
+def test_released_prompts_come_back_first_with_informative_and_are_consumed_with_seed():
+    ids = [f"p{i}" for i in range(20)]
+    inf, seed = PromptSelector(ids, 8, "informative", 1), PromptSelector(ids, 8, "seed", 1)
+    first_inf, first_seed = inf.next_prompts(4), seed.next_prompts(4)
+    inf.release(first_inf[2])
+    seed.release(first_seed[2])
+    assert inf.next_prompts(1) == [first_inf[2]]
+    assert seed.next_prompts(1) != [first_seed[2]]
+
+
+def test_release_with_rewards_keeps_the_evidence():
+    sel = PromptSelector(["a", "b"], 8, "informative", 0)
+    sel.next_prompts(1)
+    (pid,) = sel.in_flight
+    sel.release(pid, [1.0] * 8)
+    assert sel.predicted_pass_rate(pid) > 0.9
+
+
+def test_errors_name_the_problem():
+    sel = PromptSelector(["a", "b"], 8, "informative", 0)
+    with pytest.raises(PromptStateError, match="not in flight"):
+        sel.record("a", [1.0])
+    with pytest.raises(PromptStateError, match="unknown prompt"):
+        sel.release("zzz")
+    with pytest.raises(NotEnoughPromptsError, match="only 2 of 2"):
+        sel.next_prompts(3)
+    with pytest.raises(ValueError, match="strategy"):
+        PromptSelector(["a"], 8, "greedy")
+    with pytest.raises(ValueError, match="empty"):
+        PromptSelector([], 8)
+    (pid,) = sel.next_prompts(1)
+    with pytest.raises(ValueError, match="at least one reward"):
+        sel.record(pid, [])
+
+
+def test_prediction_formulas():
+    assert zero_spread_probability(0.5, 8) == pytest.approx(2 / 256)
+    assert zero_spread_probability(0.9, 8) == pytest.approx(0.9**8 + 0.1**8)
+    # Beta(a, b) with huge counts concentrates on a / (a + b)
+    assert beta_zero_spread(9e6, 1e6, 8) == pytest.approx(zero_spread_probability(0.9, 8), rel=1e-4)
+    # Monte-Carlo check of the closed form
+    rng = random.Random(0)
+    draws = [rng.betavariate(2.5, 0.7) for _ in range(200_000)]
+    mc = sum(zero_spread_probability(p, 8) for p in draws) / len(draws)
+    assert beta_zero_spread(2.5, 0.7, 8) == pytest.approx(mc, abs=0.005)
+
+
+def test_exploration_is_paced_over_the_horizon_and_stops_at_coverage():
+    """Every prompt answers with spread (so observed prompts always beat the unseen): exploration follows the
+    pro-rata schedule of the horizon, reaches full coverage at its end, and no later pick explores."""
+    size = 100
+    sel = PromptSelector([f"p{i}" for i in range(size)], 8, "informative", 3, explore_horizon_epochs=2.0)
+    for picks in range(1, 301):
+        (pid,) = sel.next_prompts(1)
+        sel.record(pid, [1.0, 0.0] * 4)
+        never_seen_left = size - round(sel.coverage() * size)
+        assert never_seen_left <= max(0, 200 - picks) * size / 200  # on (or ahead of) the schedule
+        if picks == 100:
+            assert 0.5 <= sel.coverage() < 0.6  # about half the picks explored, not all
+    assert sel.coverage() == 1.0
+    assert sel.pop_stats()["explored"] == size  # once covered, picks go to the best bucket
+
+
+def test_explore_horizon_must_be_positive():
+    with pytest.raises(ValueError, match="explore_horizon_epochs"):
+        PromptSelector(["a"], 8, "informative", explore_horizon_epochs=0.0)

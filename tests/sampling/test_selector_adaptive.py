@@ -1,0 +1,60 @@
+"""Adaptive wave sizing: the Poisson-binomial tail and the refill rule; WaveController.refill."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shopsimrl.sampling import ControllerStateError, Decision, WaveController
+from shopsimrl.sampling.adaptive import AdaptiveWaves, prob_at_least
+
+
+@settings(max_examples=80, deadline=None)
+@given(qs=st.lists(st.floats(0, 1), max_size=7), k=st.integers(0, 8))
+def test_tail_matches_enumeration(qs, k):
+    exact = 0.0
+    for outcome in itertools.product((0, 1), repeat=len(qs)):
+        if sum(outcome) >= k:
+            exact += math.prod(q if o else 1 - q for q, o in zip(qs, outcome))
+    assert prob_at_least(qs, k) == pytest.approx(exact, abs=1e-12)
+
+
+def test_refill_keeps_the_predicted_number_plus_the_cushion_and_respects_the_cap():
+    sizer = AdaptiveWaves(target=16, max_in_flight=32, cushion=0.5)
+    assert sizer.refill_size(0, [], lambda j: 1.0) == 17  # certain groups: what is missing plus the cushion
+    add = sizer.refill_size(0, [], lambda j: 0.8)
+    assert 0.8 * add >= 16.5 > 0.8 * (add - 1)  # expected informative in flight: missing + cushion
+    assert sizer.refill_size(0, [], lambda j: 0.1) == 32  # hopeless: the budget (one wave) binds
+    assert sizer.refill_size(0, [0.1] * 16, lambda j: 0.1, submitted=32) == 0  # budget spent: the fallback's turn
+    assert sizer.refill_size(2, [0.1] * 10, lambda j: 0.1, submitted=40) == 4  # but never remaining < target
+    assert sizer.refill_size(10, [0.99] * 7, lambda j: 0.5) == 0  # 6.93 expected >= 6 missing + 0.5
+    assert sizer.refill_size(10, [0.9] * 7, lambda j: 0.5) == 1  # 6.3 < 6.5: one small top-up
+    assert sizer.refill_size(16, [], lambda j: 0.5) == 0  # done
+    assert sizer.refill_size(12, [0.0], lambda j: 1.0) == 5  # remaining >= target, then the cushion
+    assert AdaptiveWaves(16, 32, cushion=0.0).refill_size(12, [], lambda j: 1.0) == 4  # no cushion: just the missing
+
+
+@pytest.mark.parametrize("cushion", [-0.1, float("inf"), float("nan")])
+def test_cushion_must_be_a_finite_count(cushion):
+    with pytest.raises(ValueError, match="cushion"):
+        AdaptiveWaves(16, 32, cushion=cushion)
+
+
+def test_controller_refill_is_a_small_wave_with_the_same_rules():
+    ctrl = WaveController(rollout_batch_size=2, over_sampling_batch_size=4)
+    assert ctrl.refill(3) == range(0, 3)
+    assert (ctrl.waves, ctrl.remaining) == (1, 3)
+    assert ctrl.complete(0, "zero_std").decision is Decision.DROPPED  # remaining 3 > 2
+    assert ctrl.complete(1, "zero_std").decision is Decision.FALLBACK  # remaining 2 <= 2: the fallback
+    assert ctrl.refill(1) == range(3, 4)
+    assert ctrl.wave_of(3) == 2
+    assert ctrl.complete(3, "varied").decision is Decision.ACCEPTED
+    assert ctrl.done and ctrl.abort() == [2]
+    with pytest.raises(ControllerStateError):
+        ctrl.refill(1)
+    with pytest.raises(ValueError, match=">= 1"):
+        WaveController(2, 4).refill(0)
