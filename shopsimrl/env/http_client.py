@@ -16,7 +16,9 @@ apply anything twice:
   read as "already gone"); ``/reset``, because the server drops a reset whose
   connection closed before its reply (it never keeps the slot);
 * a timeout: only ``/release``, which also retries 5xx replies, until it succeeds,
-  the server says the lease is gone, or ``release_deadline`` passes.
+  the server says the lease is gone, or ``release_deadline`` passes.  A release
+  whose connection is refused (after the connect retries) stops at once: nothing
+  listens there, and a server's leases live only in its process.
 
 Error responses are turned back into the same EnvError subclasses the
 in-process client raises.
@@ -181,9 +183,13 @@ class HttpEnvClient:
                     raise
                 attempt += 1
                 pause = min(2.0, self.retry_backoff * 2 ** (attempt - 1))
-                if loop.time() + pause >= deadline():
+                refused = isinstance(exc.__cause__, httpx.ConnectError)  # after _request's own connect retries
+                if refused or loop.time() + pause >= deadline():
+                    # refused: nothing listens there, so the server's process and its in-memory leases are
+                    # gone (a restarted server starts with none); waiting out the deadline frees nothing
                     self.unconfirmed_releases += 1
-                    raise EnvUnavailableError(f"release not confirmed before its deadline: {exc}") from exc
+                    why = "the server is not listening" if refused else "not confirmed before its deadline"
+                    raise EnvUnavailableError(f"release gave up: {why}: {exc}") from exc
                 await asyncio.sleep(pause)
 
     @staticmethod

@@ -328,3 +328,20 @@ async def test_an_idle_lease_is_reclaimed_after_the_ttl(small_db: Path) -> None:
                 await client.step(start.lease_id, "search[x]")
             assert env.counters()["expired"] == 1
     env.close()
+
+
+async def test_release_to_a_server_that_is_not_listening_gives_up_after_the_connect_retries() -> None:
+    """A refused connection means the server's process, and the leases it held in memory, are gone:
+    the release stops after the connect retries instead of retrying until its (here, hour-long) deadline."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once this socket closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = HttpEnvClient(f"http://127.0.0.1:{port}", release_deadline=3600.0, retry_backoff=0.01)
+    try:
+        with pytest.raises(EnvUnavailableError, match="the server is not listening"):
+            await asyncio.wait_for(client.release("lease-on-a-dead-server"), timeout=60)
+        assert client.unconfirmed_releases == 1
+    finally:
+        await client.aclose()
