@@ -22,9 +22,10 @@ from agent.fakes import TASK, FakeEnv, observation
 from scripted_sglang import ScriptedSGLang, build_tokenizer, serving
 from slime_double import Sample, slime_args
 
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.slime.state import hook_state
+from shopsimrl.agent import DEFAULT_MAX_STEPS
 from shopsimrl.slime_runtime import generate
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
@@ -87,13 +88,19 @@ async def run_episode(tokenizer, tokenizer_dir, tmp_path, replies: list[str], **
     return sample, requests
 
 
+def shown(page: str, turns_spent: int) -> str:
+    """A page as the episode offers it: with the turns left of the hook's default cap."""
+    return with_turns_left(observation(page), DEFAULT_MAX_STEPS - turns_spent).text
+
+
 def history(replies: list[str]) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
-                {"role": "user", "content": first_user_message(TASK, observation("search"))}]
-    for reply, page in zip(replies, [*PAGES, None]):
+                {"role": "user", "content": first_user_message(TASK, with_turns_left(observation("search"),
+                                                                                   DEFAULT_MAX_STEPS))}]
+    for spent, (reply, page) in enumerate(zip(replies, [*PAGES, None]), start=1):
         messages.append({"role": "assistant", "content": reply})
         if page is not None:
-            messages.append({"role": "tool", "content": observation(page).text})
+            messages.append({"role": "tool", "content": shown(page, spent)})
     return messages
 
 
@@ -102,10 +109,10 @@ def expected_stream(tokenizer, replies: list[str], header: str) -> str:
     messages = history(replies)
     text = tokenizer.apply_chat_template(messages[:2], tools=all_tools(), tokenize=False, add_generation_prompt=True,
                                          enable_thinking=header != EMPTY_THINK)
-    for reply, page in zip(replies, [*PAGES, None]):
+    for spent, (reply, page) in enumerate(zip(replies, [*PAGES, None]), start=1):
         text += reply + END
         if page is not None:
-            text += f"\n<|im_start|>user\n<tool_response>\n{observation(page).text}\n</tool_response>{END}\n"
+            text += f"\n<|im_start|>user\n<tool_response>\n{shown(page, spent)}\n</tool_response>{END}\n"
             text += "<|im_start|>assistant\n" + header
     return text
 

@@ -234,20 +234,21 @@ async def test_spent_budget_ends_the_episode_without_another_request(kit, sglang
     assert sample.loss_mask == [1] * first
 
 
-def page_tokens(tokenizer, page: str, first_reply: str) -> int:
-    """Tokens the template adds after the first model turn: the rest of its turn, the page, the next header."""
-    from shopsimrl.slime.policy import ChatTemplate
-
-    template = ChatTemplate(tokenizer)
-    content = observation(page).text
-    return len(template.encode(template.continuation(first_reply + END, [{"role": "tool", "content": content}])))
+async def page_tokens(kit, sglang, tokenizer_dir, tmp_path) -> int:
+    """Tokens recorded after the first model turn (the rest of its turn, the page with its turns-left line,
+    the next header): the first masked run of an episode with room to spare."""
+    sglang.reset([(text, "stop") for text in WINNING])
+    sample = new_sample(kit)
+    await generate(make_args(sglang, tokenizer_dir, tmp_path / "room-to-spare"), sample, params(max_new_tokens=4000))
+    start = sample.loss_mask.index(0)
+    return sample.loss_mask.index(1, start) - start
 
 
 @pytest.mark.parametrize("slack", [-1, 0, 1, 2, 40])
 async def test_the_response_never_exceeds_the_token_budget(kit, sglang, tokenizer, tokenizer_dir, tmp_path, env, slack):
     """Budgets around the first page's end: the page is recorded only if the model keeps a token after it."""
     first = len(tokenizer.encode(WINNING[0] + END, add_special_tokens=False))
-    page = page_tokens(tokenizer, "results", WINNING[0])
+    page = await page_tokens(kit, sglang, tokenizer_dir, tmp_path)
     budget = first + page + slack
     sglang.reset([(text, "stop") for text in WINNING])
     sample = new_sample(kit)
