@@ -82,7 +82,7 @@ async def run_rollout(
         paths = prepare_run_dir(config.out, config.name)
         try:
             return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
-                                     extra_config=extra_config, paths=paths)
+                                     extra_config=extra_config, paths=paths, learner=learner)
         finally:
             paths.unlock()
     atomic_write_json(paths.config, {
