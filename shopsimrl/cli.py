@@ -44,7 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
-    return int(handler(args) or 0)
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C outside a command's own signal handling (e.g. while it starts): one line
+        print(f"shopsimrl {getattr(args, 'command', '')}: interrupted".replace("  ", " "), file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":

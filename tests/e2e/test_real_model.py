@@ -33,6 +33,7 @@ from e2e.gguf_tokenizer import save_tokenizer
 from e2e.llama_server import LlamaServer, server_metrics
 from e2e.measure import rollout
 from e2e.sglang_adapter import SGLangAdapter
+from slime_double import Sample
 
 ROLLOUT_KNOBS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "2",
                  "--global-batch-size", "4", "--max-steps", "4", "--max-tokens", "96", "--products", "2000",
@@ -101,37 +102,6 @@ class _Thread:
         self.thread.join(timeout=15)
 
 
-@pytest.fixture
-def kit():
-    import enum
-    from dataclasses import dataclass, field
-
-    @dataclass
-    class Sample:  # slime's Sample field names and its nested Status enum
-        class Status(enum.Enum):
-            PENDING = "pending"
-            COMPLETED = "completed"
-            TRUNCATED = "truncated"
-            ABORTED = "aborted"
-            FAILED = "failed"
-
-        group_index: int | None = None
-        index: int | None = None
-        rollout_id: Any = None
-        prompt: Any = ""
-        tokens: list[int] = field(default_factory=list)
-        response: str = ""
-        response_length: int = 0
-        reward: Any = None
-        loss_mask: list[int] | None = None
-        rollout_log_probs: list[float] | None = None
-        remove_sample: bool = False
-        status: Status = Status.PENDING
-        metadata: dict = field(default_factory=dict)
-
-    return Sample
-
-
 def _spans(mask: list[int]) -> list[tuple[int, int]]:
     spans, start = [], None
     for i, m in enumerate([*mask, 0]):
@@ -144,7 +114,7 @@ def _spans(mask: list[int]) -> list[tuple[int, int]]:
 
 
 def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server: LlamaServer, small_catalog: Path,
-                                                                   tmp_path: Path, kit: Any) -> None:
+                                                                   tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
     from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message
@@ -168,7 +138,7 @@ def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server:
             apply_chat_template_kwargs={}, shopsim_max_consecutive_failed_groups=8, shopsim_max_steps=3,
         )
         reset_hook_state()
-        samples = [kit(group_index=0, index=i, prompt=task_id, metadata={"task_id": task_id})
+        samples = [Sample(group_index=0, index=i, prompt=task_id, metadata={"task_id": task_id})
                    for i, task_id in enumerate(task_ids)]
         started = time.monotonic()
 
@@ -183,7 +153,7 @@ def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server:
     exchanges = list(adapter.exchanges)
     for sample in samples:
         assert sample.metadata["shopsim_scored"] is True, sample.metadata["shopsim_error"]
-        assert sample.status in (kit.Status.COMPLETED, kit.Status.TRUNCATED) and not sample.remove_sample
+        assert sample.status in (Sample.Status.COMPLETED, Sample.Status.TRUNCATED) and not sample.remove_sample
         prompt_len = len(sample.tokens) - sample.response_length
         response = sample.tokens[prompt_len:]
         assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length == len(response)
