@@ -91,8 +91,8 @@ def _table(rows: dict[State, dict[str, tuple[State, ...]]]) -> Mapping[State, Ma
 _NW, _W, _D, _A, _F = State.NEEDS_WAVE, State.WAITING, State.DONE, State.ABORTED, State.FAILED
 TRANSITIONS: Mapping[State, Mapping[str, frozenset[State]]] = _table({
     # state: {operation it allows: the states that operation can lead to}
-    _NW: {"submit": (_W,), "refill": (_NW, _W), "complete": (_NW, _D, _F), "complete_batch": (_NW, _D, _F),
-          "abort": (_A,)},
+    # kept <= remaining (a kept group is never dropped), so remaining < target means the step cannot be done
+    _NW: {"submit": (_W,), "refill": (_NW, _W), "complete": (_NW, _F), "complete_batch": (_NW, _F), "abort": (_A,)},
     _W: {"submit": (_W,), "refill": (_W,), "complete": (_W, _NW, _D, _F), "complete_batch": (_W, _NW, _D, _F),
          "abort": (_A,)},
     _D: {"submit": (_D,), "abort": (_A,)},
@@ -107,6 +107,7 @@ refuse anything else with :class:`ControllerStateError`, and ``docs/sampling.md`
 diagram from this table (``scripts/state_diagram.py``).
 """
 
+INITIAL_STATE = State.NEEDS_WAVE  # a new controller: nothing submitted, remaining 0 < target
 ALLOWED: Mapping[State, frozenset[str]] = MappingProxyType({s: frozenset(ops) for s, ops in TRANSITIONS.items()})
 OPERATIONS: tuple[str, ...] = ("submit", "refill", "complete", "complete_batch", "abort")  # the table's column order
 

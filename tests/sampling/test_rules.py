@@ -143,9 +143,9 @@ def test_r14_no_new_wave_at_remaining_equal_to_target():
     ctrl = WaveController(4, 8)
     ctrl.submit()  # remaining 8
     ctrl.complete_batch([(i, Verdict.TECHNICAL) for i in range(4)])  # 4 drops: remaining 4 == target
-    assert ctrl.remaining == 4 and ctrl.submit() == range(8, 8)  # no wave at 4
+    assert ctrl.remaining == 4 and not ctrl.needs_wave and ctrl.submit() == range(8, 8)  # no wave at 4
     ctrl.complete(4, Verdict.TECHNICAL)  # remaining 3 < 4
-    assert ctrl.submit() == range(8, 16) and (ctrl.remaining, ctrl.waves) == (11, 2)
+    assert ctrl.needs_wave and ctrl.submit() == range(8, 16) and (ctrl.remaining, ctrl.waves) == (11, 2)
 
 
 # -- §3 R15: the step ends once target groups are kept; in-flight groups are aborted -------------------
