@@ -85,7 +85,10 @@ class State(str, Enum):
 
 
 def _table(rows: dict[State, dict[str, tuple[State, ...]]]) -> Mapping[State, Mapping[str, frozenset[State]]]:
-    return MappingProxyType({s: MappingProxyType({op: frozenset(to) for op, to in ops.items()}) for s, ops in rows.items()})
+    """Read-only, so the protocol cannot be changed at run time."""
+    return MappingProxyType(
+        {state: MappingProxyType({op: frozenset(to) for op, to in ops.items()}) for state, ops in rows.items()}
+    )
 
 
 _NW, _W, _D, _A, _F = State.NEEDS_WAVE, State.WAITING, State.DONE, State.ABORTED, State.FAILED
@@ -137,9 +140,10 @@ class WaveController:
             )
         self.target = rollout_batch_size
         self.wave_size = over_sampling_batch_size
-        self.guard = guard if guard is not None else ConsecutiveFailureGuard(
-            DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS if max_consecutive_failed_groups is None else max_consecutive_failed_groups
-        )
+        if guard is None:
+            limit = max_consecutive_failed_groups
+            guard = ConsecutiveFailureGuard(DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS if limit is None else limit)
+        self.guard = guard
         self.submitted = 0
         self.remaining = 0
         self.waves = 0
@@ -308,7 +312,9 @@ class WaveController:
         else:
             why = "the step was aborted; create a new controller per step"
         names = ", ".join(f"{op}()" for op in OPERATIONS if op in allowed)
-        raise ControllerStateError(f"state {state}: {operation}() is not allowed ({why}); state {state} allows: {names}")
+        raise ControllerStateError(
+            f"state {state}: {operation}() is not allowed ({why}); state {state} allows: {names}"
+        )
 
     def _not_in_flight(self, index: int) -> str:
         if not 0 <= index < self.submitted:

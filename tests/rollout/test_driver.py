@@ -91,7 +91,7 @@ def test_event_log_replays_to_the_drivers_batching_and_timing(tmp_path, seed, qu
     for report in result.reports:
         events = load_events(result.paths.step(report.step).root)
         replayed, decisions = replay_events(events, knobs)
-        assert [(e.group.index, e.group.decision.value, e.group.reason, e.group.remaining, e.group.kept) for e in replayed.events] == [
+        assert [(g.index, g.decision.value, g.reason, g.remaining, g.kept) for g in (e.group for e in replayed.events)] == [
             (d["index"], d["decision"], d["reason"], d["remaining"], d["kept"]) for d in decisions
         ]
         assert replayed.kept == report.kept
