@@ -113,6 +113,8 @@ diagram from this table (``scripts/state_diagram.py``).
 INITIAL_STATE = State.NEEDS_WAVE  # a new controller: nothing submitted, remaining 0 < target
 ALLOWED: Mapping[State, frozenset[str]] = MappingProxyType({s: frozenset(ops) for s, ops in TRANSITIONS.items()})
 OPERATIONS: tuple[str, ...] = ("submit", "refill", "complete", "complete_batch", "abort")  # the table's column order
+# what both running states (NEEDS_WAVE, WAITING) allow: the check's fast path on every completion
+_ALLOWED_WHILE_RUNNING = ALLOWED[State.NEEDS_WAVE] & ALLOWED[State.WAITING]
 
 
 class ControllerStateError(RuntimeError):
@@ -300,6 +302,9 @@ class WaveController:
     # -- helpers -------------------------------------------------------------------------------
     def _require(self, operation: str) -> None:
         """Refuse an operation the current state does not allow (the table :data:`TRANSITIONS`)."""
+        if (operation in _ALLOWED_WHILE_RUNNING and self._failed is None and not self._aborted_step
+                and len(self.kept) < self.target):  # the state is NEEDS_WAVE or WAITING: allowed
+            return
         state = self.state
         allowed = ALLOWED[state]
         if operation in allowed:
