@@ -45,7 +45,7 @@ def slime_loop(supply, target, wave_size, failure_limit=10**9):
                 surplus.append(i)
                 decisions.append((i, "surplus"))
     return {
-        "accepted": data,
+        "kept": data,
         "fallback": fallback,
         "dropped": sorted(dropped),
         "surplus": surplus,

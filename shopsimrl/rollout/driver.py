@@ -1,8 +1,8 @@
 """The async driver of one rollout step: waves of groups in, the controller's decisions out.
 
 It runs :class:`shopsimrl.sampling.WaveController` the way slime's
-``generate_rollout_async`` runs its loop: submit whole waves while
-``remaining < target``; await the first finished group, take every other group
+``generate_rollout_async`` runs its loop: submit whole waves while the controller
+``needs_wave`` (``remaining < target``); await the first finished group, take every other group
 already finished as the same batch, hand the batch to the controller; stop at
 ``target`` kept groups, then cancel everything still in flight and wait for it
 (each episode releases its env session while it unwinds).
@@ -41,6 +41,7 @@ from shopsimrl.sampling import (
     Decision,
     GroupDecision,
     SamplingKnobs,
+    State,
     TooManyTechnicalFailures,
     Verdict,
     WaveController,
@@ -137,7 +138,7 @@ class StepProgress:
     remaining: int
     episodes_running: int
     waves: list[WaveStats]
-    state: str
+    state: State
 
 
 class StepObserver(Protocol):
@@ -178,9 +179,8 @@ class StepDriver:
         self.step = step
         self.paths = ctx.paths.step(step)
         knobs = ctx.knobs
-        self.controller = WaveController(
-            knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.max_consecutive_failed_groups,
-            guard=ctx.guard,
+        self.controller = WaveController(  # the run's guard carries max_consecutive_failed_groups
+            knobs.rollout_batch_size, knobs.over_sampling_batch_size, guard=ctx.guard
         )
         self.groups: dict[int, GroupRun] = {}
         self.waves: dict[int, WaveStats] = {}
@@ -248,15 +248,15 @@ class StepDriver:
         return report
 
     def _submit(self, now: float) -> None:
-        """Open whole waves while the controller says ``remaining < target`` (or adaptive refills)."""
+        """Open whole waves when the controller ``needs_wave`` (or adaptive refills)."""
         controller = self.controller
         selector = self.ctx.selector
         if self.ctx.adaptive is not None and selector is not None:
             new, task_ids = self._refill(selector)
         else:
-            new = controller.submit()
-            if not new:
+            if not controller.needs_wave:
                 return
+            new = controller.submit()
             task_ids = self.ctx.sampler.take(len(new)) if selector is None else [str(t) for t in selector.next_prompts(len(new))]
         if not new:
             return

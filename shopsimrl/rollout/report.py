@@ -34,7 +34,7 @@ class StepReport:
     step: int
     knobs: SamplingKnobs
     groups: dict[int, GroupRun]  # every submitted group, by submission index
-    kept: list[int]  # acceptance order (fallbacks included)
+    kept: list[int]  # in the order they were kept (fallbacks included)
     fallback: list[int]
     dropped: dict[str, list[int]]
     surplus: list[int]

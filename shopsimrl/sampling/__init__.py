@@ -3,12 +3,21 @@
 - verdicts (:func:`group_verdict`): TECHNICAL / ZERO_STD / VARIED for a group of slime-like samples;
 - the filter's output and slime's drop rule (:func:`filter_output`, :func:`should_drop`);
 - the consecutive-failure stop (:class:`ConsecutiveFailureGuard`, :class:`TooManyTechnicalFailures`);
-- the wave loop as a sans-I/O state machine (:class:`WaveController`) and its replay (:func:`replay`);
+- the wave loop as a sans-I/O state machine (:class:`WaveController`, its :class:`State` and the table
+  :data:`TRANSITIONS` of what each state allows) and its replay (:func:`replay`);
 - the SPEC §7 metrics, GRPO advantages and the optimizer-update split.
 """
 
 from shopsimrl.sampling.advantages import GRPO_EPSILON, grpo_advantages
-from shopsimrl.sampling.controller import ControllerStateError, Decision, GroupDecision, WaveController
+from shopsimrl.sampling.controller import (
+    ALLOWED,
+    TRANSITIONS,
+    ControllerStateError,
+    Decision,
+    GroupDecision,
+    State,
+    WaveController,
+)
 from shopsimrl.sampling.filter import (
     DROP_REASONS,
     REASON_TECHNICAL,
@@ -31,10 +40,12 @@ from shopsimrl.sampling.updates import split_into_updates
 from shopsimrl.sampling.verdict import Verdict, group_verdict, unique_rollout_rewards
 
 __all__ = [
+    "ALLOWED",
     "DROP_REASONS",
     "GRPO_EPSILON",
     "REASON_TECHNICAL",
     "REASON_ZERO_STD",
+    "TRANSITIONS",
     "ConsecutiveFailureGuard",
     "ControllerStateError",
     "Decision",
@@ -45,6 +56,7 @@ __all__ = [
     "ReplayEvent",
     "ReplayResult",
     "SamplingKnobs",
+    "State",
     "SupplyExhausted",
     "TooManyTechnicalFailures",
     "TrajectoryOutcome",

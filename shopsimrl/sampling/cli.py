@@ -119,16 +119,17 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[red]{type(exc).__name__}:[/] {escape(str(exc))}")
         return 3
     if args.json:
-        print(json.dumps({"summary": result.summary(), "accepted": result.accepted, "fallback": result.fallback,
+        print(json.dumps({"summary": result.summary(), "kept": result.kept, "fallback": result.fallback,
                           "dropped": result.dropped, "surplus": result.surplus, "aborted": result.aborted,
                           "wave_times": result.wave_times, "events": [e.as_dict() for e in result.events]}, indent=2))
         return 0
     console.print(f"[bold]{title}[/]  (target {args.rollout_batch_size}, wave {args.over_sampling_batch_size})")
     events = Table("t", "group", "wave", "verdict", "decision", "remaining", "kept", title="decisions")
     for e in result.events:
-        style = {"dropped": "red", "fallback": "yellow", "surplus": "magenta"}.get(e.decision.value, "green")
-        events.add_row(f"{e.time:g}", str(e.index), str(e.wave), e.verdict.value, f"[{style}]{e.decision.value}[/]",
-                       str(e.remaining), str(e.kept))
+        d = e.group
+        style = {"dropped": "red", "fallback": "yellow", "surplus": "magenta"}.get(d.decision.value, "green")
+        events.add_row(f"{e.time:g}", str(d.index), str(d.wave), d.verdict.value, f"[{style}]{d.decision.value}[/]",
+                       str(d.remaining), str(d.kept))
     console.print(events)
     summary = Table("kept", "fallback", "zero-std drops", "technical drops", "surplus", "aborted", "waves", "submitted",
                     title="step")

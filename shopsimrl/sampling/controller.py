@@ -20,8 +20,9 @@ The loop it reproduces (slime's ``generate_rollout_async`` with our filter)::
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import NamedTuple
 
 from shopsimrl.sampling.filter import DROP_REASONS, filter_output, should_drop
@@ -36,7 +37,9 @@ from shopsimrl.sampling.verdict import Verdict
 
 
 class Decision(str, Enum):
-    ACCEPTED = "accepted"  # kept for training (had reward spread)
+    """What became of one completed group.  *Kept* (entered the batch) = ``ACCEPTED`` + ``FALLBACK``."""
+
+    ACCEPTED = "accepted"  # kept, with reward spread (the only groups that carry a gradient)
     FALLBACK = "fallback"  # kept through keep_when_insufficient (zero-std, remaining <= target)
     DROPPED = "dropped"  # really dropped: remaining -= 1
     SURPLUS = "surplus"  # not dropped, but data was already full: never trained
@@ -65,8 +68,57 @@ class GroupDecision(NamedTuple):
         }
 
 
+class State(str, Enum):
+    """Where one step's wave loop stands; ``str(state)`` is its name (``"WAITING"``), as logs show it."""
+
+    NEEDS_WAVE = "NEEDS_WAVE"  # remaining < target and not done: slime's inner loop opens a wave
+    WAITING = "WAITING"  # groups in flight cover the target: wait for completions
+    DONE = "DONE"  # target groups kept: abort what is still in flight
+    ABORTED = "ABORTED"  # abort() ended the step: final
+    FAILED = "FAILED"  # the consecutive-failure stop fired: only abort() is left
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+def _table(rows: dict[State, dict[str, tuple[State, ...]]]) -> Mapping[State, Mapping[str, frozenset[State]]]:
+    """Read-only, so the protocol cannot be changed at run time."""
+    return MappingProxyType(
+        {state: MappingProxyType({op: frozenset(to) for op, to in ops.items()}) for state, ops in rows.items()}
+    )
+
+
+_NW, _W, _D, _A, _F = State.NEEDS_WAVE, State.WAITING, State.DONE, State.ABORTED, State.FAILED
+TRANSITIONS: Mapping[State, Mapping[str, frozenset[State]]] = _table({
+    # state: {operation it allows: the states that operation can lead to}
+    # kept <= remaining (a kept group is never dropped), so remaining < target means the step cannot be done
+    _NW: {"submit": (_W,), "refill": (_NW, _W), "complete": (_NW, _F), "complete_batch": (_NW, _F), "abort": (_A,)},
+    _W: {"submit": (_W,), "refill": (_W,), "complete": (_W, _NW, _D, _F), "complete_batch": (_W, _NW, _D, _F),
+         "abort": (_A,)},
+    _D: {"submit": (_D,), "abort": (_A,)},
+    _F: {"abort": (_F,)},
+    _A: {"abort": (_A,)},
+})
+"""The protocol, the one place it is written: every operation a state allows, and where it can lead.
+
+``submit()`` outside ``NEEDS_WAVE`` is slime's inner loop running zero times (an empty range);
+``abort()`` is allowed everywhere and is idempotent; a failed step stays ``FAILED``.  The methods
+refuse anything else with :class:`ControllerStateError`, and ``docs/sampling.md`` draws its
+diagram from this table (``scripts/state_diagram.py``).
+"""
+
+INITIAL_STATE = State.NEEDS_WAVE  # a new controller: nothing submitted, remaining 0 < target
+ALLOWED: Mapping[State, frozenset[str]] = MappingProxyType({s: frozenset(ops) for s, ops in TRANSITIONS.items()})
+OPERATIONS: tuple[str, ...] = ("submit", "refill", "complete", "complete_batch", "abort")  # the table's column order
+# what both running states (NEEDS_WAVE, WAITING) allow: the check's fast path on every completion
+_ALLOWED_WHILE_RUNNING = ALLOWED[State.NEEDS_WAVE] & ALLOWED[State.WAITING]
+
+
 class ControllerStateError(RuntimeError):
-    """The controller was driven out of protocol; the message names the state it was in."""
+    """The controller was driven out of protocol; the message names the state and what it allows."""
 
 
 class WaveController:
@@ -76,14 +128,24 @@ class WaveController:
         self,
         rollout_batch_size: int = DEFAULT_ROLLOUT_BATCH_SIZE,
         over_sampling_batch_size: int = DEFAULT_OVER_SAMPLING_BATCH_SIZE,
-        max_consecutive_failed_groups: int = DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+        max_consecutive_failed_groups: int | None = None,
         *,
         guard: ConsecutiveFailureGuard | None = None,
     ) -> None:
+        """Give either ``guard`` (a streak shared across steps) or ``max_consecutive_failed_groups``
+        (a fresh guard for this step, default 8), not both: the guard carries its own limit."""
         validate_wave_knobs(rollout_batch_size, over_sampling_batch_size)
+        if guard is not None and max_consecutive_failed_groups is not None:
+            raise ValueError(
+                f"pass either guard= (limit {guard.limit}, shared across steps) or max_consecutive_failed_groups="
+                f"{max_consecutive_failed_groups} (a new guard for this step), not both: the guard has its own limit"
+            )
         self.target = rollout_batch_size
         self.wave_size = over_sampling_batch_size
-        self.guard = guard if guard is not None else ConsecutiveFailureGuard(max_consecutive_failed_groups)
+        if guard is None:
+            limit = max_consecutive_failed_groups
+            guard = ConsecutiveFailureGuard(DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS if limit is None else limit)
+        self.guard = guard
         self.submitted = 0
         self.remaining = 0
         self.waves = 0
@@ -113,16 +175,26 @@ class WaveController:
         return {reason: len(indices) for reason, indices in self.dropped.items()}
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         if self._failed is not None:
-            return "FAILED"
+            return State.FAILED
         if self._aborted_step:
-            return "ABORTED"
+            return State.ABORTED
         if self.done:
-            return "DONE"
+            return State.DONE
         if self.remaining < self.target:
-            return "NEEDS_WAVE"
-        return "WAITING"
+            return State.NEEDS_WAVE
+        return State.WAITING
+
+    @property
+    def needs_wave(self) -> bool:
+        """slime's inner-loop condition (``remaining < target``, step live and not done): call ``submit()`` now."""
+        return self.state is State.NEEDS_WAVE
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        """The operations the current state allows (:data:`ALLOWED`)."""
+        return ALLOWED[self.state]
 
     def wave_of(self, index: int) -> int:
         """1-based wave of a submitted group."""
@@ -136,7 +208,7 @@ class WaveController:
 
         Returns an empty range when no wave is needed (or the step is done).
         """
-        self._check_live("submit")
+        self._require("submit")
         start = self.submitted
         if not self.done:
             while self.remaining < self.target:
@@ -155,8 +227,7 @@ class WaveController:
         ``wave_of``); the filter, the fallback and abort are untouched.  ``submit()``
         (slime's whole waves) is the faithful path and does not call this.
         """
-        self._check_live("refill")
-        self._check_not_done()
+        self._require("refill")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"refill count must be an integer >= 1, got {count!r}")
         start = self.submitted
@@ -170,8 +241,7 @@ class WaveController:
 
     def complete(self, index: int, verdict: Verdict | str) -> GroupDecision:
         """One group finished on its own (a batch of one)."""
-        self._check_live("complete")
-        self._check_not_done()
+        self._require("complete")
         if index not in self._in_flight:
             raise ControllerStateError(self._not_in_flight(index))
         return self._decide(index, verdict if type(verdict) is Verdict else Verdict.parse(verdict))
@@ -182,8 +252,7 @@ class WaveController:
         A group processed after ``data`` filled up in the same batch is still
         filtered (a drop still counts); if not dropped it is surplus.
         """
-        self._check_live("complete_batch")
-        self._check_not_done()
+        self._require("complete_batch")
         batch = sorted((int(i), Verdict.parse(v)) for i, v in completions)
         for i, (index, _verdict) in enumerate(batch):
             if index not in self._in_flight:
@@ -223,6 +292,7 @@ class WaveController:
 
     def abort(self) -> list[int]:
         """End the step: every in-flight group is aborted (never trained, never counted as completed)."""
+        self._require("abort")
         aborted = sorted(self._in_flight)
         self.aborted.extend(aborted)
         self._in_flight.clear()
@@ -230,18 +300,26 @@ class WaveController:
         return aborted
 
     # -- helpers -------------------------------------------------------------------------------
-    def _check_live(self, what: str) -> None:
-        if self._failed is not None:
-            raise ControllerStateError(f"state FAILED: {what}() after the step failed with: {self._failed}")
-        if self._aborted_step:
-            raise ControllerStateError(f"state ABORTED: {what}() after abort(); create a new controller per step")
-
-    def _check_not_done(self) -> None:
-        if len(self.kept) >= self.target:
-            raise ControllerStateError(
-                f"state DONE: the step already kept {len(self.kept)}/{self.target} groups; abort the "
-                f"{len(self._in_flight)} in-flight groups instead of completing more"
-            )
+    def _require(self, operation: str) -> None:
+        """Refuse an operation the current state does not allow (the table :data:`TRANSITIONS`)."""
+        if (operation in _ALLOWED_WHILE_RUNNING and self._failed is None and not self._aborted_step
+                and len(self.kept) < self.target):  # the state is NEEDS_WAVE or WAITING: allowed
+            return
+        state = self.state
+        allowed = ALLOWED[state]
+        if operation in allowed:
+            return
+        if state is State.DONE:
+            why = (f"the step already kept {len(self.kept)}/{self.target} groups; abort the "
+                   f"{len(self._in_flight)} in-flight groups instead")
+        elif state is State.FAILED:
+            why = f"the step failed with: {self._failed}"
+        else:
+            why = "the step was aborted; create a new controller per step"
+        names = ", ".join(f"{op}()" for op in OPERATIONS if op in allowed)
+        raise ControllerStateError(
+            f"state {state}: {operation}() is not allowed ({why}); state {state} allows: {names}"
+        )
 
     def _not_in_flight(self, index: int) -> str:
         if not 0 <= index < self.submitted:

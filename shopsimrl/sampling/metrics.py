@@ -100,7 +100,7 @@ def _unique(groups: Iterable[GroupOutcome]) -> dict[int, dict[Hashable, Trajecto
 
 
 def drop_rate(drop_count: int, train_group_count: int) -> float | None:
-    """``X_drop_count / (train_group_count + X_drop_count)``: both drop rates share the accepted denominator."""
+    """``X_drop_count / (train_group_count + X_drop_count)``: both drop rates share the kept-groups denominator."""
     denominator = train_group_count + drop_count
     return drop_count / denominator if denominator else None
 

@@ -17,16 +17,11 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
-from shopsimrl.sampling.controller import Decision, GroupDecision, WaveController
+from shopsimrl.sampling.controller import GroupDecision, WaveController
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
-from shopsimrl.sampling.knobs import (
-    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
-    DEFAULT_OVER_SAMPLING_BATCH_SIZE,
-    DEFAULT_ROLLOUT_BATCH_SIZE,
-)
+from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_ROLLOUT_BATCH_SIZE
 from shopsimrl.sampling.verdict import Verdict
 
 
@@ -34,26 +29,21 @@ class SupplyExhausted(RuntimeError):
     """A wave was needed but the supply has fewer groups than the wave submits."""
 
 
-class ReplayEvent(NamedTuple):
-    """One decision, with the simulated time it was taken at."""
+@dataclass(frozen=True, slots=True)
+class ReplayEvent:
+    """One decision (the controller's own :class:`GroupDecision`), with the simulated time it was taken at."""
 
     time: float
-    index: int
-    wave: int
-    verdict: Verdict
-    decision: Decision
-    reason: str | None
-    remaining: int
-    kept: int
+    group: GroupDecision
 
     def as_dict(self) -> dict[str, object]:
-        return {"time": self.time, **GroupDecision(*self[1:]).as_dict()}
+        return {"time": self.time, **self.group.as_dict()}
 
 
 @dataclass
 class ReplayResult:
-    accepted: list[int]  # submission indices, in acceptance order (fallbacks included)
-    fallback: list[int]
+    kept: list[int]  # submission indices that entered the batch, in the order they did (fallbacks included)
+    fallback: list[int]  # the kept groups without spread (keep_when_insufficient); accepted = kept - fallback
     dropped: dict[str, list[int]]
     surplus: list[int]
     aborted: list[int]
@@ -78,7 +68,7 @@ class ReplayResult:
 
     def summary(self) -> dict[str, object]:
         return {
-            "kept": len(self.accepted),
+            "kept": len(self.kept),
             "fallback": len(self.fallback),
             "zero_std_group_drop_count": self.zero_std_group_drop_count,
             "technical_group_drop_count": self.technical_group_drop_count,
@@ -111,10 +101,13 @@ def replay(
     *,
     rollout_batch_size: int = DEFAULT_ROLLOUT_BATCH_SIZE,
     over_sampling_batch_size: int = DEFAULT_OVER_SAMPLING_BATCH_SIZE,
-    max_consecutive_failed_groups: int = DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    max_consecutive_failed_groups: int | None = None,
     guard: ConsecutiveFailureGuard | None = None,
 ) -> ReplayResult:
     """Run one rollout step over ``groups`` (supply in submission order) and return every decision.
+
+    The consecutive-failure stop: ``guard`` (shared across steps) or ``max_consecutive_failed_groups``
+    (default 8), not both (``ValueError``).
 
     Raises ``SupplyExhausted`` when a wave is needed and the supply cannot fill it,
     and ``TooManyTechnicalFailures`` when the consecutive-failure stop fires.
@@ -122,7 +115,7 @@ def replay(
     supply = _parse_supply(groups)
     controller = WaveController(
         rollout_batch_size, over_sampling_batch_size, max_consecutive_failed_groups, guard=guard
-    )
+    )  # both given: the controller's ValueError
     pending: list[tuple[float, int]] = []  # (completion time, index): a heap
     events: list[ReplayEvent] = []
     wave_times: list[float] = []
@@ -130,7 +123,7 @@ def replay(
 
     def submit_waves() -> None:
         waves_before = controller.waves
-        if not controller.done and controller.remaining < controller.target and controller.submitted + controller.wave_size > len(supply):
+        if controller.needs_wave and controller.submitted + controller.wave_size > len(supply):
             raise SupplyExhausted(
                 f"wave {waves_before + 1} needs groups {controller.submitted}..{controller.submitted + controller.wave_size - 1} "
                 f"at t={now:g}, but the supply has only {len(supply)} groups "
@@ -142,7 +135,7 @@ def replay(
 
     submit_waves()
     while not controller.done:
-        if not pending:  # cannot happen: remaining < target always opens a wave
+        if not pending:  # cannot happen: a step that needs a wave always gets one
             raise AssertionError(f"controller stalled in state {controller.state}: {controller.summary()}")
         now, index = heapq.heappop(pending)
         if pending and pending[0][0] == now:  # simultaneous completions: one batch
@@ -153,12 +146,12 @@ def replay(
             decisions: list[GroupDecision] = controller.complete_batch(batch)
         else:
             decisions = [controller.complete(index, supply[index][0])]
-        events.extend(ReplayEvent(now, *d) for d in decisions)
-        if controller.remaining < controller.target:
+        events.extend(ReplayEvent(now, d) for d in decisions)
+        if controller.needs_wave:
             submit_waves()
     aborted = controller.abort()
     return ReplayResult(
-        accepted=list(controller.kept),
+        kept=list(controller.kept),
         fallback=list(controller.fallback),
         dropped={reason: list(indices) for reason, indices in controller.dropped.items()},
         surplus=list(controller.surplus),

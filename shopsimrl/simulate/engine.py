@@ -147,9 +147,7 @@ def _simulate_step(
     groups: list[tuple[int, str, bool]],
 ) -> tuple[StepRecord, list[dict[str, Any]]]:
     n = knobs.n_samples_per_prompt
-    ctrl = WaveController(
-        knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.max_consecutive_failed_groups, guard=guard
-    )
+    ctrl = WaveController(knobs.rollout_batch_size, knobs.over_sampling_batch_size, guard=guard)
     heap: list[tuple[float, int]] = []
     prompt_of: dict[int, str] = {}
     rewards_of: dict[int, list[float] | None] = {}

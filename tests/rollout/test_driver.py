@@ -91,10 +91,10 @@ def test_event_log_replays_to_the_drivers_batching_and_timing(tmp_path, seed, qu
     for report in result.reports:
         events = load_events(result.paths.step(report.step).root)
         replayed, decisions = replay_events(events, knobs)
-        assert [(e.index, e.decision.value, e.reason, e.remaining, e.kept) for e in replayed.events] == [
+        assert [(g.index, g.decision.value, g.reason, g.remaining, g.kept) for g in (e.group for e in replayed.events)] == [
             (d["index"], d["decision"], d["reason"], d["remaining"], d["kept"]) for d in decisions
         ]
-        assert replayed.accepted == report.kept
+        assert replayed.kept == report.kept
         assert replayed.fallback == report.fallback
         assert replayed.dropped == report.dropped
         assert replayed.surplus == report.surplus

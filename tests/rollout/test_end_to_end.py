@@ -57,10 +57,10 @@ def check_step_outputs(step_dir: Path, knobs: SamplingKnobs) -> dict:
     # the log replayed through the same WaveController: checks the event log and the driver's batching,
     # not the rules (a broken rule would break both sides alike; the rules are tested in tests/sampling)
     replayed, _ = replay_events(events, knobs)
-    assert [(e.index, e.decision.value, e.remaining) for e in replayed.events] == [
+    assert [(e.group.index, e.group.decision.value, e.group.remaining) for e in replayed.events] == [
         (d["index"], d["decision"], d["remaining"]) for d in decisions
     ]
-    assert sorted(replayed.accepted) == sorted(groups)
+    assert sorted(replayed.kept) == sorted(groups)
     metrics = read_json(step_dir / "metrics.json")
     for key in SPEC_KEYS:
         assert key in metrics

@@ -8,6 +8,7 @@ from shopsimrl.sampling import (
     ControllerStateError,
     Decision,
     KnobError,
+    State,
     TooManyTechnicalFailures,
     Verdict,
     WaveController,
@@ -23,9 +24,9 @@ def feed(ctrl, verdicts, start=0):
 
 def test_first_wave_submits_over_sampling_batch_size_groups():
     ctrl = WaveController(16, 32)
-    assert ctrl.state == "NEEDS_WAVE"
+    assert ctrl.state is State.NEEDS_WAVE and ctrl.needs_wave
     assert ctrl.submit() == range(0, 32)
-    assert (ctrl.submitted, ctrl.remaining, ctrl.waves, ctrl.state) == (32, 32, 1, "WAITING")
+    assert (ctrl.submitted, ctrl.remaining, ctrl.waves, ctrl.state) == (32, 32, 1, State.WAITING)
     assert ctrl.submit() == range(32, 32)  # remaining >= target: no new wave
 
 
@@ -70,7 +71,7 @@ def test_a_new_wave_opens_only_when_remaining_falls_below_target():
     feed(ctrl, [Z] * 16)
     assert ctrl.submit() == range(32, 32)
     ctrl.complete(16, T)
-    assert ctrl.state == "NEEDS_WAVE"
+    assert ctrl.state is State.NEEDS_WAVE and ctrl.needs_wave
     assert ctrl.submit() == range(32, 64)  # 32 new prompts' groups, never a rerun
     assert (ctrl.waves, ctrl.remaining) == (2, 47)
     assert ctrl.wave_of(31) == 1 and ctrl.wave_of(32) == 2 and ctrl.wave_of(63) == 2
@@ -81,7 +82,7 @@ def test_varied_groups_are_accepted_until_data_holds_target_then_step_is_done():
     ctrl.submit()
     decisions = feed(ctrl, [V] * 16)
     assert all(d.decision is Decision.ACCEPTED for d in decisions)
-    assert ctrl.done and ctrl.state == "DONE"
+    assert ctrl.done and ctrl.state is State.DONE
     assert ctrl.submit() == range(32, 32)
 
 
@@ -166,7 +167,7 @@ def test_the_stop_fires_inside_the_controller_and_freezes_it():
     feed(ctrl, [T, T])
     with pytest.raises(TooManyTechnicalFailures):
         ctrl.complete(2, T)
-    assert ctrl.state == "FAILED"
+    assert ctrl.state is State.FAILED
     with pytest.raises(ControllerStateError, match="FAILED"):
         ctrl.complete(3, V)
 

@@ -40,7 +40,7 @@ def test_keys_have_the_exact_spec_names():
     )
 
 
-def test_drop_rates_share_the_accepted_denominator_and_count_only_their_own_drops():
+def test_drop_rates_share_the_kept_groups_denominator_and_count_only_their_own_drops():
     completed = [group(i, [1.0, 0.0]) for i in range(16)] + [group(100 + i, [0.0, 0.0]) for i in range(16)]
     completed += [group(200 + i, [1.0, 0.0], scored=False) for i in range(4)]
     out = rollout_step_metrics(completed, range(16), {REASON_ZERO_STD: 16, REASON_TECHNICAL: 4})

@@ -54,13 +54,13 @@ def test_replay_decides_exactly_as_slimes_loop(scenario):
         assert ours == ref
         return
     assert not isinstance(ours, str)
-    assert ours.accepted == ref["accepted"]
+    assert ours.kept == ref["kept"]
     assert ours.fallback == ref["fallback"]
     assert sorted(i for v in ours.dropped.values() for i in v) == ref["dropped"]
     assert ours.surplus == ref["surplus"]
     assert ours.aborted == ref["aborted"]
     assert (ours.submitted, ours.remaining) == (ref["submitted"], ref["remaining"])
-    assert [(e.index, e.decision.value) for e in ours.events] == ref["decisions"]
+    assert [(e.group.index, e.group.decision.value) for e in ours.events] == ref["decisions"]
 
 
 @settings(max_examples=400, deadline=None)
@@ -74,30 +74,30 @@ def test_invariants_of_every_completed_step(scenario):
         return
     dropped = [i for v in r.dropped.values() for i in v]
     # exactly target kept; every submitted group has exactly one fate
-    assert len(r.accepted) == target
-    fates = r.accepted + dropped + r.surplus + r.aborted
+    assert len(r.kept) == target
+    fates = r.kept + dropped + r.surplus + r.aborted
     assert sorted(fates) == list(range(r.submitted))
     # whole waves only; remaining == submitted - dropped >= kept
     assert r.submitted == r.waves * wave
     assert r.remaining == r.submitted - len(dropped) >= target
     # fallbacks are zero-std groups admitted; technical groups are never kept or surplus
-    assert set(r.fallback) <= set(r.accepted)
+    assert set(r.fallback) <= set(r.kept)
     assert all(supply[i][0] == "zero_std" for i in r.fallback)
-    assert all(supply[i][0] != "technical" for i in r.accepted + r.surplus)
+    assert all(supply[i][0] != "technical" for i in r.kept + r.surplus)
     assert set(r.dropped[REASON_TECHNICAL]) == {i for i in range(r.submitted) if supply[i][0] == "technical"} - set(r.aborted)
     # a group with spread that completed before data was full is always accepted
     for e in r.events:
-        if e.verdict is Verdict.VARIED:
-            assert e.decision in (Decision.ACCEPTED, Decision.SURPLUS)
-        if e.decision is Decision.SURPLUS:
-            assert e.kept == target
-        if e.verdict is Verdict.ZERO_STD and e.decision is Decision.DROPPED:
-            assert e.remaining + 1 > target  # dropped only while remaining > target
-        if e.decision is Decision.FALLBACK:
-            assert e.remaining <= target
+        if e.group.verdict is Verdict.VARIED:
+            assert e.group.decision in (Decision.ACCEPTED, Decision.SURPLUS)
+        if e.group.decision is Decision.SURPLUS:
+            assert e.group.kept == target
+        if e.group.verdict is Verdict.ZERO_STD and e.group.decision is Decision.DROPPED:
+            assert e.group.remaining + 1 > target  # dropped only while remaining > target
+        if e.group.decision is Decision.FALLBACK:
+            assert e.group.remaining <= target
     # the wave count is minimal: a wave opened only when remaining < target after all earlier decisions
     for k, t in enumerate(r.wave_times[1:], start=1):
-        dropped_by_t = sum(1 for e in r.events if e.time <= t and e.decision is Decision.DROPPED)
+        dropped_by_t = sum(1 for e in r.events if e.time <= t and e.group.decision is Decision.DROPPED)
         assert k * wave - dropped_by_t < target
     # R15: an aborted group had not finished when the step ended: its own submission time (the time of
     # its wave) plus its duration is strictly later than the last decision (a group finishing at that very
@@ -106,7 +106,7 @@ def test_invariants_of_every_completed_step(scenario):
         return r.wave_times[i // wave] + supply[i][1]
 
     assert all(finish(i) > r.end_time for i in r.aborted)
-    assert all(finish(e.index) == e.time <= r.end_time for e in r.events)
+    assert all(finish(e.group.index) == e.time <= r.end_time for e in r.events)
 
 
 @settings(max_examples=200, deadline=None)

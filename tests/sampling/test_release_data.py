@@ -185,12 +185,12 @@ def test_replay_of_a_complete_step_reproduces_its_drops_and_fallbacks(step):
         assert r.technical_group_drop_count == technical
         assert r.zero_std_group_drop_count == zero_std_drops
         assert len(r.fallback) == fallbacks
-        assert (len(r.accepted), r.completed, r.aborted, r.surplus, r.waves) == (TARGET, completed, [], [], 1)
+        assert (len(r.kept), r.completed, r.aborted, r.surplus, r.waves) == (TARGET, completed, [], [], 1)
         drops_so_far = 0
         for e in r.events:
-            drops_so_far += e.decision is Decision.DROPPED
-            if e.decision is Decision.FALLBACK:
-                assert drops_so_far == WAVE - TARGET and e.remaining == TARGET
+            drops_so_far += e.group.decision is Decision.DROPPED
+            if e.group.decision is Decision.FALLBACK:
+                assert drops_so_far == WAVE - TARGET and e.group.remaining == TARGET
 
 
 @pytest.mark.parametrize("step", INCOMPLETE)
@@ -204,7 +204,7 @@ def test_replay_of_a_step_that_ended_with_groups_in_flight_reproduces_it(step):
     assert len(zero) == zero_std_drops and len(spread) == TARGET
     r = replay(supply(step, zero + spread), rollout_batch_size=TARGET, over_sampling_batch_size=WAVE)
     assert r.zero_std_group_drop_count == zero_std_drops and r.technical_group_drop_count == 0
-    assert r.fallback == [] and sorted(r.accepted) == sorted(spread)
+    assert r.fallback == [] and sorted(r.kept) == sorted(spread)
     assert r.completed == completed and len(r.aborted) == WAVE - completed and r.waves == 1
 
 
@@ -215,7 +215,7 @@ def test_metrics_of_a_complete_step_reproduce_the_reported_rates(step):
     technical, zero_std_drops, _, _ = counts(step)
     equal = equal_reward_groups(step)
     r = replay(supply(step, completion_orders(step)[0]), rollout_batch_size=TARGET, over_sampling_batch_size=WAVE)
-    kept = [GROUPS[step][i]["group_index"] for i in r.accepted]
+    kept = [GROUPS[step][i]["group_index"] for i in r.kept]
     completed = [outcome(g, int(g["group_index"]) in equal) for g in GROUPS[step]]
     drops = {REASON_TECHNICAL: r.technical_group_drop_count, REASON_ZERO_STD: r.zero_std_group_drop_count}
     out = rollout_step_metrics(completed, [int(g) for g in kept], drops)

@@ -16,7 +16,7 @@ from shopsimrl.sampling import (
 def test_spec_section_4_example_14_with_spread_plus_2_all_zero_fallbacks():
     groups = [("zero_std", 1.0)] * 16 + [("zero_std", 2.0)] * 2 + [("varied", 3.0)] * 14
     r = replay(groups)
-    assert len(r.accepted) == 16 and r.fallback == [16, 17]
+    assert len(r.kept) == 16 and r.fallback == [16, 17]
     assert r.zero_std_group_drop_count == 16 and r.dropped[REASON_ZERO_STD] == list(range(16))
     assert r.waves == 1 and r.submitted == 32 and r.aborted == [] and r.surplus == []
     assert r.remaining == 16
@@ -25,7 +25,7 @@ def test_spec_section_4_example_14_with_spread_plus_2_all_zero_fallbacks():
 def test_varied_groups_fill_the_batch_and_the_rest_of_the_wave_is_aborted():
     groups = [("varied", float(i)) for i in range(32)]
     r = replay(groups)
-    assert r.accepted == list(range(16)) and r.aborted == list(range(16, 32)) and r.waves == 1
+    assert r.kept == list(range(16)) and r.aborted == list(range(16, 32)) and r.waves == 1
 
 
 def test_zero_std_groups_alone_never_cause_endless_resampling():
@@ -46,7 +46,7 @@ def test_no_third_wave_once_two_waves_hold_16_scorable_groups():
     assert r.waves == 2 and r.submitted == 64
     assert r.dropped == {REASON_TECHNICAL: list(range(7)) + list(range(8, 15)) + list(range(16, 22)),
                          REASON_ZERO_STD: [7, 15] + list(range(32, 58))}
-    assert r.fallback == r.accepted == list(range(22, 32)) + list(range(58, 64))
+    assert r.fallback == r.kept == list(range(22, 32)) + list(range(58, 64))
 
 
 def test_technical_failures_force_a_second_and_a_third_wave():
@@ -56,7 +56,7 @@ def test_technical_failures_force_a_second_and_a_third_wave():
     # each wave: 28 drops and 4 kept -> remaining 4, 8, 12 after waves 1-3; the 4th fills 16
     assert r.waves == 4 and r.wave_times == [0.0, 1.0, 2.0, 3.0]
     assert r.technical_group_drop_count == 4 * 28 and r.zero_std_group_drop_count == 0
-    assert r.accepted == [7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95, 103, 111, 119, 127]
+    assert r.kept == [7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95, 103, 111, 119, 127]
     assert r.remaining == 16 and r.aborted == []
 
 
@@ -66,7 +66,7 @@ def test_second_wave_is_submitted_at_the_time_of_the_decision_that_needed_it():
     # at t=1: 4 technical drops (remaining 28); at t=2: 12 zero-std drops then remaining 16 -> 13th is a fallback
     assert r.waves == 1 and r.fallback == [16]
     assert r.dropped == {REASON_TECHNICAL: [0, 1, 2, 3], REASON_ZERO_STD: list(range(4, 16))}
-    assert r.accepted == [16] + list(range(17, 32)) and r.remaining == 16
+    assert r.kept == [16] + list(range(17, 32)) and r.remaining == 16
     groups = [("technical", 1.0)] * 7 + [("zero_std", 1.0)] + [("zero_std", 2.0)] * 12 + [("varied", 9.0)] * 12
     groups += [("varied", 0.5)] * 32
     r = replay(groups)
@@ -75,13 +75,13 @@ def test_second_wave_is_submitted_at_the_time_of_the_decision_that_needed_it():
     assert r.dropped == {REASON_TECHNICAL: list(range(7)), REASON_ZERO_STD: list(range(7, 16))}
     assert r.fallback == [16, 17, 18, 19]
     # t=9: the 12 groups with spread (20..31) fill the 12 free slots
-    assert r.accepted == [16, 17, 18, 19] + list(range(20, 32)) and r.aborted == []
+    assert r.kept == [16, 17, 18, 19] + list(range(20, 32)) and r.aborted == []
     groups = [("technical", 1.0)] * 7 + [("zero_std", 1.0)] * 9 + [("technical", 2.0)] + [("varied", 9.0)] * 15
     groups += [("varied", 0.5)] * 32
     r = replay(groups)
     # t=1: 7 technical + 9 zero-std drops -> remaining 16; t=2: technical -> 15 < 16: wave 2 at t=2
     assert r.waves == 2 and r.wave_times == [0.0, 2.0]
-    assert r.accepted == list(range(32, 48))  # wave 2's groups finish at 2.5, before wave 1's at 9
+    assert r.kept == list(range(32, 48))  # wave 2's groups finish at 2.5, before wave 1's at 9
     # all 32 of wave 2 finish together at 2.5: 48..63 are judged in that batch after data is full
     assert r.surplus == list(range(48, 64)) and r.aborted == list(range(17, 32))
 
@@ -91,8 +91,8 @@ def test_surplus_groups_with_spread_are_never_trained():
     groups = [("varied", 1.0)] * 20 + [("varied", 2.0)] * 12
     r = replay(groups)
     # 20 groups finish together at t=1: 0..15 fill data, 16..19 are surplus; 20..31 (t=2) are aborted
-    assert r.accepted == list(range(16)) and r.surplus == [16, 17, 18, 19] and r.aborted == list(range(20, 32))
-    assert [e.decision for e in r.events if e.index in r.surplus] == [Decision.SURPLUS] * 4
+    assert r.kept == list(range(16)) and r.surplus == [16, 17, 18, 19] and r.aborted == list(range(20, 32))
+    assert [e.group.decision for e in r.events if e.group.index in r.surplus] == [Decision.SURPLUS] * 4
 
 
 def test_remaining_equals_submitted_minus_dropped_at_every_event():
@@ -101,9 +101,9 @@ def test_remaining_equals_submitted_minus_dropped_at_every_event():
     r = replay(groups)
     dropped = 0
     for e in r.events:
-        dropped += e.decision is Decision.DROPPED
+        dropped += e.group.decision is Decision.DROPPED
         submitted_before = 32 * sum(1 for t in r.wave_times if t < e.time)
-        assert e.remaining == submitted_before - dropped
+        assert e.group.remaining == submitted_before - dropped
     assert r.remaining == r.submitted - sum(len(v) for v in r.dropped.values())
 
 
@@ -135,15 +135,15 @@ def test_bad_supply_items_are_refused():
 def test_events_record_time_wave_verdict_decision_remaining_and_kept():
     r = replay([(Verdict.VARIED, 2.0)] * 16 + [(Verdict.ZERO_STD, 1.0)] * 16)
     first = r.events[0]
-    assert (first.time, first.index, first.wave, first.verdict, first.decision) == (
+    assert (first.time, first.group.index, first.group.wave, first.group.verdict, first.group.decision) == (
         1.0,
         16,
         1,
         Verdict.ZERO_STD,
         Decision.DROPPED,
     )
-    assert (first.remaining, first.kept, first.reason) == (31, 0, REASON_ZERO_STD)
-    assert r.events[-1].kept == 16 and r.end_time == 2.0
+    assert (first.group.remaining, first.group.kept, first.group.reason) == (31, 0, REASON_ZERO_STD)
+    assert r.events[-1].group.kept == 16 and r.end_time == 2.0
     assert r.events[-1].as_dict()["decision"] == "accepted"
 
 
@@ -156,7 +156,7 @@ def test_ties_are_broken_by_submission_index_not_by_supply_position_in_the_heap(
     """
     groups = [("technical", 1.0), ("varied", 1.0), ("zero_std", 1.0), ("zero_std", 1.0)]
     r = replay(groups, rollout_batch_size=1, over_sampling_batch_size=4)
-    assert [(e.index, e.decision, e.remaining) for e in r.events] == [
+    assert [(e.group.index, e.group.decision, e.group.remaining) for e in r.events] == [
         (0, Decision.DROPPED, 3),
         (1, Decision.ACCEPTED, 3),
         (2, Decision.DROPPED, 2),

@@ -17,7 +17,7 @@ def test_replay_reads_a_csv_supply(tmp_path, capsys):
     supply.write_text("verdict,duration\n" + "varied,1\n" * 3 + "zero_std,0.5\n", encoding="utf-8")
     assert main(["replay", str(supply), "--rollout-batch-size", "2", "--over-sampling-batch-size", "4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["dropped"]["shopsim_zero_std_group"] == [3] and out["accepted"] == [0, 1] and out["surplus"] == [2]
+    assert out["dropped"]["shopsim_zero_std_group"] == [3] and out["kept"] == [0, 1] and out["surplus"] == [2]
 
 
 def test_replay_refuses_bad_knobs_with_exit_code_2(capsys):

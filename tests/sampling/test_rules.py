@@ -143,9 +143,9 @@ def test_r14_no_new_wave_at_remaining_equal_to_target():
     ctrl = WaveController(4, 8)
     ctrl.submit()  # remaining 8
     ctrl.complete_batch([(i, Verdict.TECHNICAL) for i in range(4)])  # 4 drops: remaining 4 == target
-    assert ctrl.remaining == 4 and ctrl.submit() == range(8, 8)  # no wave at 4
+    assert ctrl.remaining == 4 and not ctrl.needs_wave and ctrl.submit() == range(8, 8)  # no wave at 4
     ctrl.complete(4, Verdict.TECHNICAL)  # remaining 3 < 4
-    assert ctrl.submit() == range(8, 16) and (ctrl.remaining, ctrl.waves) == (11, 2)
+    assert ctrl.needs_wave and ctrl.submit() == range(8, 16) and (ctrl.remaining, ctrl.waves) == (11, 2)
 
 
 # -- §3 R15: the step ends once target groups are kept; in-flight groups are aborted -------------------
@@ -158,7 +158,7 @@ def test_r15_abort_once_target_kept_even_with_groups_of_two_waves_in_flight():
     supply = [("technical", 1.0)] * 3 + [("varied", 10.0)] + [("varied", 1.0), ("varied", 2.0)] + [("varied", 5.0)] * 2
     r = replay(supply, rollout_batch_size=2, over_sampling_batch_size=4)
     assert r.wave_times == [0.0, 1.0]
-    assert r.accepted == [4, 5] and r.end_time == 3.0  # kept 2 at t=3: the step ends there
+    assert r.kept == [4, 5] and r.end_time == 3.0  # kept 2 at t=3: the step ends there
     assert r.aborted == [3, 6, 7]  # group 3 (t=10) and 6, 7 (t=6) were still generating
     assert r.surplus == [] and r.completed == 5
 
@@ -170,11 +170,11 @@ def test_r16_the_first_group_to_finish_is_judged_first_whatever_its_submission_i
     # target 1, wave 3: group 1 finishes at t=1, group 2 at t=3, group 0 (submitted first) at t=5.
     # Group 1 takes the only slot at t=1; the step ends there and groups 0 and 2 are aborted.
     r = replay([("varied", 5.0), ("varied", 1.0), ("varied", 3.0)], rollout_batch_size=1, over_sampling_batch_size=3)
-    assert r.accepted == [1] and r.aborted == [0, 2] and r.end_time == 1.0
+    assert r.kept == [1] and r.aborted == [0, 2] and r.end_time == 1.0
     # target 2, wave 3: zero-std group 0 (t=1) is judged at remaining 3 > 2 and dropped before the groups
     # with spread finish; nothing re-ranks it later: groups 1 (t=2) and 2 (t=3) are accepted
     r = replay([("zero_std", 1.0), ("varied", 2.0), ("varied", 3.0)], rollout_batch_size=2, over_sampling_batch_size=3)
-    assert r.dropped[REASON_ZERO_STD] == [0] and r.accepted == [1, 2] and r.fallback == []
+    assert r.dropped[REASON_ZERO_STD] == [0] and r.kept == [1, 2] and r.fallback == []
 
 
 # -- §4 R17: no eviction --------------------------------------------------------------------------
@@ -192,11 +192,11 @@ def test_r17_no_eviction_a_kept_fallback_stays_when_more_groups_with_spread_than
     r = replay(supply, rollout_batch_size=4, over_sampling_batch_size=8)
     assert r.waves == 2 and r.wave_times == [0.0, 2.0]
     assert r.fallback == [4]
-    assert r.accepted == [4, 8, 9, 10]  # the fallback is still there: it was not swapped for group 11
+    assert r.kept == [4, 8, 9, 10]  # the fallback is still there: it was not swapped for group 11
     assert r.surplus == [11]
     assert r.dropped == {REASON_TECHNICAL: [5], REASON_ZERO_STD: [0, 1, 2, 3]}
     assert r.aborted == [6, 7, 12, 13, 14, 15]
-    last = [(e.index, e.decision) for e in r.events if e.time == 3.0]
+    last = [(e.group.index, e.group.decision) for e in r.events if e.time == 3.0]
     assert last == [(8, Decision.ACCEPTED), (9, Decision.ACCEPTED), (10, Decision.ACCEPTED), (11, Decision.SURPLUS)]
 
 
