@@ -271,7 +271,7 @@ def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: Llama
             try:
                 for number, task_id in enumerate(shop.list_tasks("train")[:8]):
                     policy.episode = number
-                    await run_episode(env, policy, task_id, rollout_id=str(number), seed=number, max_steps=4)
+                    await run_episode(env, policy, task_id, rollout_id=str(number), seed=number, max_turns=4)
                     if len(later_turns()) >= 3:
                         break
             finally:
