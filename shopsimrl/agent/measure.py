@@ -19,6 +19,7 @@ from typing import Any
 
 from shopsimrl.agent.episode import DEFAULT_MAX_TURNS, EpisodeResult, run_episode
 from shopsimrl.agent.policy import Policy
+from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.types import EnvClient
 from shopsimrl.sampling import Verdict, group_verdict
 
@@ -121,8 +122,8 @@ async def _main(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Success rate and group types of the heuristic policy.")
-    parser.add_argument("--products", type=int, default=20_000)
-    parser.add_argument("--catalog-seed", type=int, default=0)
+    parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS)
+    parser.add_argument("--catalog-seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--split", default="train")
     parser.add_argument("--tasks", type=int, default=64)
