@@ -347,13 +347,17 @@ class TrainConfig:
 
 def _resolve_deprecated(environ: Mapping[str, str]) -> Mapping[str, str]:
     """``environ`` with each deprecated variable read under its new name when the new one is unset or empty;
-    each one so read is named on stderr with its replacement."""
+    each deprecated variable that is set is named on stderr with its replacement."""
     resolved = dict(environ)
     for new, old in DEPRECATED_VARIABLES.items():
-        if resolved.get(new, "") == "" and resolved.get(old, "") != "":
+        if resolved.get(old, "") == "":
+            continue
+        if resolved.get(new, "") == "":
             resolved[new] = resolved[old]
             print(f"warning: {old} is deprecated and will be removed in the next release: set {new} instead",
                   file=sys.stderr)
+        else:
+            print(f"warning: {old} is deprecated and ignored: {new} is set", file=sys.stderr)
     return resolved
 
 

@@ -20,7 +20,7 @@ from agent.fakes import TASK, FakeEnv
 
 from shopsimrl.io import read_jsonl
 from shopsimrl.slime.data import export_prompts
-from shopsimrl.slime.launch import HOOKS, TrainConfig, _parse
+from shopsimrl.slime.launch import HOOKS, LaunchError, TrainConfig, _parse
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -331,3 +331,35 @@ def test_data_export_from_the_in_process_catalog_writes_every_train_task(tmp_pat
         expected = env.list_tasks("train")
     assert [r["prompt"] for r in rows] == expected and len(rows) > 0
     assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train"}
+
+
+# -- the turn cap: SHOPSIM_MAX_TURNS, and its old name SHOPSIM_MAX_STEPS for one release ---------------------------
+
+
+def test_shopsim_max_turns_sets_the_turn_cap_silently(capsys):
+    config = TrainConfig.from_env({"SHOPSIM_MAX_TURNS": "12"})
+    assert config.max_turns == 12 and config.custom_config()["shopsim_max_turns"] == 12
+    assert "shopsim_max_steps" not in config.custom_config()
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_shopsim_max_steps_still_works_and_says_the_new_name(capsys):
+    assert TrainConfig.from_env({"SHOPSIM_MAX_STEPS": "7"}).max_turns == 7
+    assert capsys.readouterr().err == (
+        "warning: SHOPSIM_MAX_STEPS is deprecated and will be removed in the next release: set SHOPSIM_MAX_TURNS instead\n")
+    assert TrainConfig.from_env({"SHOPSIM_MAX_STEPS": "7", "SHOPSIM_MAX_TURNS": "9"}).max_turns == 9
+    assert capsys.readouterr().err == "warning: SHOPSIM_MAX_STEPS is deprecated and ignored: SHOPSIM_MAX_TURNS is set\n"
+
+
+def test_a_turn_cap_below_one_is_refused():
+    with pytest.raises(LaunchError, match="SHOPSIM_MAX_TURNS .* must be >= 1, got 0"):
+        TrainConfig.from_env({"SHOPSIM_MAX_TURNS": "0"}).check()
+
+
+@pytest.mark.parametrize("variable", ["SHOPSIM_MAX_TURNS", "SHOPSIM_MAX_STEPS"])
+def test_the_script_passes_the_turn_cap_through(tmp_path, variable):
+    result = run_script(STANDALONE, tmp_path, DRY_RUN="1", **{variable: "7"})
+    assert result.returncode == 0, result.stderr
+    assert '"shopsim_max_turns": 7' in result.stderr
+    deprecated = "SHOPSIM_MAX_STEPS is deprecated and will be removed in the next release: set SHOPSIM_MAX_TURNS"
+    assert (deprecated in result.stderr) == (variable == "SHOPSIM_MAX_STEPS")
