@@ -70,7 +70,7 @@ async def _one_abort(kit: tuple[Any, Any], env: Any, tokenizer: Any, tokenizer_d
             server.port = port
             args = slime_double.slime_args(
                 sglang_router_ip="127.0.0.1", sglang_router_port=port, hf_checkpoint=str(tokenizer_dir),
-                shopsim_trace_dir=str(trace_dir), shopsim_env_slots=ENV_SLOTS, shopsim_max_steps=max_turns,
+                shopsim_trace_dir=str(trace_dir), shopsim_env_slots=ENV_SLOTS, shopsim_max_turns=max_turns,
                 sampling_params={"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 8192},
                 apply_chat_template_kwargs={"enable_thinking": False})
             generate_state = module.GenerateState(args)

@@ -263,7 +263,7 @@ async def test_concurrent_episodes_do_not_share_state() -> None:
     assert env.leased == 0
 
 
-async def test_max_steps_must_be_positive() -> None:
+async def test_max_turns_must_be_positive() -> None:
     with pytest.raises(ValueError):
         await play(FakeEnv(), ScriptedPolicy(WINNING), max_turns=0)
 
