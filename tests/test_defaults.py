@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "shopsimrl"
 ENV_DEFAULTS = "shopsimrl/env/defaults.py"
 AGENT_DEFAULTS = "shopsimrl/agent/defaults.py"
+SLIME_DEFAULTS = "shopsimrl/slime/defaults.py"
 
 # value -> where it may be written (one definition per idea; 30 is two ideas: the env's action limit and the turn cap)
 DEFINED_ONCE = {
@@ -29,6 +30,8 @@ DEFINED_ONCE = {
     48: [ENV_DEFAULTS],
     20_000: [ENV_DEFAULTS],
     30: [ENV_DEFAULTS, AGENT_DEFAULTS],
+    "data/shopsim_train.jsonl": [SLIME_DEFAULTS],
+    "shopsim_traces": [SLIME_DEFAULTS],
 }
 
 
@@ -43,7 +46,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def written_literals() -> Counter[tuple[object, str]]:
-    """(value, file) for every int literal in DEFINED_ONCE, and every non-docstring string naming port 5700."""
+    """(value, file) for every literal in DEFINED_ONCE, and every string naming port 5700 (docstrings aside)."""
     found: Counter[tuple[object, str]] = Counter()
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
@@ -53,9 +56,9 @@ def written_literals() -> Counter[tuple[object, str]]:
             if not isinstance(node, ast.Constant) or id(node) in docstrings:
                 continue
             value = node.value
-            if type(value) is int and value in DEFINED_ONCE:
+            if type(value) in (int, str) and value in DEFINED_ONCE:
                 found[(value, where)] += 1
-            elif isinstance(value, str) and re.search(r"\b5700\b", value):
+            elif isinstance(value, str) and re.search(r"\b5700\b", value) and value not in DEFINED_ONCE:
                 found[(5700, where)] += 1
     return found
 
@@ -66,7 +69,7 @@ def test_the_defaults_modules_hold_the_values():
     assert env_defaults.DEFAULT_URL == "http://127.0.0.1:5700"
 
 
-@pytest.mark.parametrize("value", list(DEFINED_ONCE))
+@pytest.mark.parametrize("value", list(DEFINED_ONCE), ids=str)
 def test_each_default_is_written_once_in_the_package(value):
     found = written_literals()
     places = sorted(where for (v, where), count in found.items() if v == value for _ in range(count))
@@ -74,7 +77,7 @@ def test_each_default_is_written_once_in_the_package(value):
 
 
 def test_the_defaults_modules_import_nothing_of_the_package():
-    for module in (ENV_DEFAULTS, AGENT_DEFAULTS, "shopsimrl/rollout/defaults.py"):
+    for module in (ENV_DEFAULTS, AGENT_DEFAULTS, SLIME_DEFAULTS, "shopsimrl/rollout/defaults.py"):
         tree = ast.parse((ROOT / module).read_text())
         imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert all(m in ("__future__", "pathlib") for m in imported), (module, imported)

@@ -32,6 +32,7 @@ from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling import KnobError, SamplingKnobs
+from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
@@ -103,7 +104,7 @@ class TrainConfig:
     ref_load: str = _knob("REF_LOAD", "/root/Qwen3-4B_torch_dist", "Megatron torch_dist checkpoint of the same model")
     save_dir: str = _knob("SAVE_DIR", "checkpoints/shopsimrl", "training checkpoints (also --load, to resume)")
     save_interval: int = _knob("SAVE_INTERVAL", 20, "rollout steps between checkpoints")
-    prompt_data: str = _knob("PROMPT_DATA", "data/shopsim_train.jsonl", "prompt file from `shopsimrl data export`")
+    prompt_data: str = _knob("PROMPT_DATA", DEFAULT_PROMPT_DATA, "prompt file from `shopsimrl data export`")
     run_dir: str = _knob("RUN_DIR", "runs/slime", "traces and the ShopSim custom config go here")
     num_rollout: int = _knob("NUM_ROLLOUT", 80, "rollout steps to train")
     # dynamic sampling (SPEC §1)

@@ -17,8 +17,8 @@ from shopsimrl.env.defaults import DEFAULT_SLOTS, DEFAULT_URL
 from shopsimrl.sampling import GroupOutcome, TrajectoryOutcome
 from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
 from shopsimrl.sampling.verdict import DEFAULT_REWARD_KEY, is_scored, iter_samples, rollout_key, sample_reward
+from shopsimrl.slime.defaults import DEFAULT_TRACE_DIR
 
-DEFAULT_TRACE_DIR = "shopsim_traces"
 # reward_detail keys the env reports once an episode ends (SPEC §7: r_strict, r_success).
 STRICT_KEY = "r_strict"
 SUCCESS_KEY = "r_success"
