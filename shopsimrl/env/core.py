@@ -17,6 +17,14 @@ from typing import Any
 
 from shopsimrl.env.build import ProgressFn, build_catalog
 from shopsimrl.env.catalog import Product
+from shopsimrl.env.defaults import (
+    DEFAULT_ACTION_LIMIT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PRODUCTS,
+    DEFAULT_RESET_TIMEOUT,
+    DEFAULT_SEED,
+    DEFAULT_SLOTS,
+)
 from shopsimrl.env.pages import (
     DONE,
     InvalidAction,
@@ -28,14 +36,6 @@ from shopsimrl.env.pages import (
 )
 from shopsimrl.env.reward import compute_reward, zero_reward
 from shopsimrl.env.search import SearchEngine, SearchHits
-from shopsimrl.env.defaults import (
-    DEFAULT_ACTION_LIMIT,
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_PRODUCTS,
-    DEFAULT_RESET_TIMEOUT,
-    DEFAULT_SEED,
-    DEFAULT_SLOTS,
-)
 from shopsimrl.env.sessions import Lease, SlotPool
 from shopsimrl.env.store import CatalogStore
 from shopsimrl.env.types import (

@@ -26,7 +26,6 @@ from shopsimrl.env.types import EnvError, LeaseConflictError, NoFreeSlotError
 T = TypeVar("T")
 
 
-
 class AcquireAbandoned(EnvError):
     """The caller of a waiting ``acquire`` went away: no slot was taken."""
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shopsimrl.env.build import DEFAULT_PRODUCTS, build_catalog
+from shopsimrl.env.build import build_catalog
+from shopsimrl.env.defaults import DEFAULT_PRODUCTS
 from shopsimrl.env.core import ShopSimEnv
 
 
