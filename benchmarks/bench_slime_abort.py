@@ -52,7 +52,7 @@ def _test_kit() -> tuple[Any, Any]:
 
 
 async def _one_abort(kit: tuple[Any, Any], env: Any, tokenizer: Any, tokenizer_dir: Path, *, mode: str,
-                     honour: bool, max_steps: int, trace_dir: Path) -> dict[str, float]:
+                     honour: bool, max_turns: int, trace_dir: Path) -> dict[str, float]:
     from shopsimrl.env import InProcessEnvClient
     from shopsimrl.slime.abort import never_aborted
     from shopsimrl.slime.state import hook_state, reset_hook_state
@@ -70,7 +70,7 @@ async def _one_abort(kit: tuple[Any, Any], env: Any, tokenizer: Any, tokenizer_d
             server.port = port
             args = slime_double.slime_args(
                 sglang_router_ip="127.0.0.1", sglang_router_port=port, hf_checkpoint=str(tokenizer_dir),
-                shopsim_trace_dir=str(trace_dir), shopsim_env_slots=ENV_SLOTS, shopsim_max_steps=max_steps,
+                shopsim_trace_dir=str(trace_dir), shopsim_env_slots=ENV_SLOTS, shopsim_max_turns=max_turns,
                 sampling_params={"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 8192},
                 apply_chat_template_kwargs={"enable_thinking": False})
             generate_state = module.GenerateState(args)
@@ -143,9 +143,9 @@ def main(quick: bool = False) -> dict[str, Any]:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
         env = load_env(PRODUCTS, 7, Path(tmp) / "catalogs", slots=ENV_SLOTS)
         try:
-            def run(mode: str, honour: bool, max_steps: int, i: int) -> dict[str, float]:
+            def run(mode: str, honour: bool, max_turns: int, i: int) -> dict[str, float]:
                 return asyncio.run(_one_abort(kit, env, tokenizer, tokenizer_dir, mode=mode, honour=honour,
-                                              max_steps=max_steps, trace_dir=Path(tmp) / f"traces-{mode}-{honour}-{i}"))
+                                              max_turns=max_turns, trace_dir=Path(tmp) / f"traces-{mode}-{honour}-{i}"))
 
             decoding = [run("decoding", True, 30, i) for i in range(repeats)]
             turns = [run("turns", True, 30, i) for i in range(repeats)]

@@ -2,9 +2,9 @@
 # The full ShopSimRL run: start the ShopSim env server(s), wait for them, train on slime
 # (scripts/run_shopsimrl_slime.sh), and stop the servers on exit, failure or Ctrl-C.
 #
-# Defaults: 16 groups kept per step, 8 siblings, 32 groups per wave (16 spare slots
-# for zero-std groups), 64 episodes per optimizer update, and one env server with 48
-# episode slots.  More env servers:
+# Defaults: spare over-sampling slots in every wave (for zero-std groups), two optimizer
+# updates per step, and one env server on this machine (the values: `python -m
+# shopsimrl.slime.launch --print-defaults --full-run`).  More env servers:
 #   ENV_PROCESSES=4          four server processes on this machine (ports ENV_PORT..ENV_PORT+3)
 #   ENV_SERVERS_PER_NODE=2   two servers on every node of the Ray cluster (shopsimrl env ray-serve;
 #                            needs shopsimrl[ray] and, as they bind the nodes' IPs, SHOPSIM_ENV_TOKEN_FILE)
@@ -16,21 +16,17 @@ set -euo pipefail
 
 HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 
-: "${ROLLOUT_BATCH_SIZE:=16}"
-: "${N_SAMPLES_PER_PROMPT:=8}"
-: "${OVER_SAMPLING_BATCH_SIZE:=32}"
-: "${GLOBAL_BATCH_SIZE:=64}"
-: "${SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS:=8}"
-: "${ENV_HOST:=127.0.0.1}"
-: "${ENV_PORT:=5700}"
-: "${ENV_SLOTS:=48}"
+: "${SHOPSIMRL_PYTHON:=python3}"
+: "${DRY_RUN:=0}"
+# The knobs' defaults (ROLLOUT_BATCH_SIZE, ..., this run's OVER_SAMPLING_BATCH_SIZE and GLOBAL_BATCH_SIZE,
+# ENV_HOST, ENV_PORT, ENV_SLOTS, RUN_DIR) are defined once, in Python; print them with
+#   python -m shopsimrl.slime.launch --print-defaults --full-run
+defaults=$("$SHOPSIMRL_PYTHON" -m shopsimrl.slime.launch --print-defaults --full-run)
+eval "$defaults"
+# This script's own knobs (no other place reads them):
 : "${ENV_PROCESSES:=1}"
 : "${ENV_SERVERS_PER_NODE:=0}"
 : "${ENV_WAIT_SECONDS:=120}"
-: "${SHOPSIM_ENV_TOKEN_FILE:=}"
-: "${RUN_DIR:=runs/slime}"
-: "${SHOPSIMRL_PYTHON:=python3}"
-: "${DRY_RUN:=0}"
 
 token=()
 if [[ -n "$SHOPSIM_ENV_TOKEN_FILE" ]]; then
@@ -56,8 +52,7 @@ else
         SHOPSIM_ENV_URL=$(IFS=,; echo "${urls[*]}")
     fi
 fi
-export ROLLOUT_BATCH_SIZE N_SAMPLES_PER_PROMPT OVER_SAMPLING_BATCH_SIZE GLOBAL_BATCH_SIZE \
-    SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS SHOPSIM_ENV_URL SHOPSIM_ENV_TOKEN_FILE ENV_SLOTS RUN_DIR SHOPSIMRL_PYTHON DRY_RUN
+export SHOPSIM_ENV_URL SHOPSIMRL_PYTHON DRY_RUN
 
 if [[ "$DRY_RUN" == 1 ]]; then
     printf '%q ' "${serve[@]}"

@@ -35,6 +35,7 @@ from shopsimrl.slime.samples import (
     env_slots,
     env_url,
     max_consecutive_failed_groups,
+    max_turns,
     reward_key,
     sample_status,
     trace_dir,
@@ -251,7 +252,7 @@ async def _play_gated(
     args: Any, sample: Any, task_id: str, env: Any, policy: Any, watch: AbortWatch, trace_path: Path
 ) -> Any:
     """The episode, once it holds one of the env slots; none is taken after slime's abort."""
-    from shopsimrl.agent import DEFAULT_MAX_STEPS, run_episode
+    from shopsimrl.agent import run_episode
 
     async with hook_state().episode_gate(env_slots(args)):
         if watch.aborted():
@@ -262,7 +263,7 @@ async def _play_gated(
             task_id,
             rollout_id=str(sample.index),
             seed=int(getattr(args, "rollout_seed", 0) or 0) + int(sample.index or 0),
-            max_steps=int(getattr(args, "shopsim_max_steps", None) or DEFAULT_MAX_STEPS),
+            max_turns=max_turns(args),
             trace_path=trace_path,
         )
 

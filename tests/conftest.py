@@ -12,7 +12,8 @@ import pytest
 
 from catalogs import SMALL_PRODUCTS, SMALL_SEED
 
-from shopsimrl.env.build import DEFAULT_PRODUCTS, DEFAULT_SEED, build_catalog
+from shopsimrl.env.build import build_catalog
+from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 
 
 @pytest.fixture(scope="session")

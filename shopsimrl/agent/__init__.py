@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shopsimrl.agent.episode import DEFAULT_MAX_STEPS, EpisodeResult, run_episode, run_shielded
+from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
+from shopsimrl.agent.episode import EpisodeResult, run_episode, run_shielded
 from shopsimrl.agent.heuristic import HeuristicPolicy
 from shopsimrl.agent.openai_policy import OpenAIPolicy
 from shopsimrl.agent.policy import Policy, PolicyEpisode, PolicyTurn, ToolCall, TurnFeedback
@@ -31,7 +32,7 @@ def make_policy(name: str, **options: Any) -> Policy:
 
 
 __all__ = [
-    "DEFAULT_MAX_STEPS",
+    "DEFAULT_MAX_TURNS",
     "POLICY_NAMES",
     "PROTOCOL_ERROR_CODES",
     "TRACE_SCHEMA",

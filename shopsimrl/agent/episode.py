@@ -2,7 +2,7 @@
 
 Rules (docs/agent.md explains them at length):
 
-* at most ``max_steps`` turns; a turn is one policy reply, whether it became an env
+* at most ``max_turns`` turns; a turn is one policy reply, whether it became an env
   action or a protocol error (which is fed back to the policy).  The policy sees each
   page with its turns left (``messages.with_turns_left``) and the episode's fixed tool
   list (``messages.EPISODE_TOOLS``);
@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.agent.messages import EPISODE_TOOLS, with_turns_left
 from shopsimrl.agent.policy import Policy, PolicyEpisode, PolicyTurn, TurnFeedback
 from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
@@ -35,8 +36,6 @@ from shopsimrl.agent.trace import TraceRecorder, json_safe, write_trace
 from shopsimrl.env.types import EnvClient, Observation, ResetResult, StepResult
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MAX_STEPS = 30
 
 
 @dataclass(frozen=True)
@@ -113,26 +112,26 @@ async def run_episode(
     *,
     rollout_id: str,
     seed: int,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    max_turns: int = DEFAULT_MAX_TURNS,
     trace_path: Path | None = None,
 ) -> EpisodeResult:
     """Play one episode of ``task_id``; never raises for env/policy failures (see module doc)."""
-    if max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
     recorder = TraceRecorder(
         task_id=task_id,
         policy=policy.name,
         policy_options=_describe(policy),
         seed=seed,
         rollout_id=rollout_id,
-        max_steps=max_steps,
+        max_turns=max_turns,
     )
     tally = _Tally()
     error: dict[str, Any] | None = None
     release_error: dict[str, Any] | None = None
     cancelled = False
     try:
-        await _play(env, policy, task_id, seed, max_steps, recorder, tally)
+        await _play(env, policy, task_id, seed, max_turns, recorder, tally)
     except _Technical as failure:
         error = failure.record
     except asyncio.CancelledError:
@@ -205,7 +204,7 @@ async def _play(
     policy: Policy,
     task_id: str,
     seed: int,
-    max_steps: int,
+    max_turns: int,
     recorder: TraceRecorder,
     tally: _Tally,
 ) -> None:
@@ -219,8 +218,8 @@ async def _play(
     observation = reset.observation
     recorder.final_observation = observation.text
     feedback: TurnFeedback | None = None
-    for turn in range(max_steps):
-        shown = _as_shown(observation, max_steps - turn)
+    for turn in range(max_turns):
+        shown = _as_shown(observation, max_turns - turn)
         started = time.monotonic()
         reply = await _guard("policy", episode.act, shown, feedback)
         try:

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shopsimrl.agent.episode import DEFAULT_MAX_STEPS, EpisodeResult, run_episode
+from shopsimrl.agent.episode import DEFAULT_MAX_TURNS, EpisodeResult, run_episode
 from shopsimrl.agent.policy import Policy
+from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.types import EnvClient
 from shopsimrl.sampling import Verdict, group_verdict
 
@@ -74,7 +75,7 @@ async def measure(
     *,
     siblings: int = 8,
     seed: int = 0,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    max_turns: int = DEFAULT_MAX_TURNS,
     concurrency: int = 64,
 ) -> Measurement:
     """Play ``siblings`` episodes of every task (seeds ``seed*1000 + sibling``) and summarize them."""
@@ -84,7 +85,7 @@ async def measure(
     async def one(task_id: str, sibling: int) -> EpisodeResult:
         async with gate:
             return await run_episode(env, policy, task_id, rollout_id=f"{task_id}/{sibling}",
-                                     seed=seed * 1000 + sibling, max_steps=max_steps)
+                                     seed=seed * 1000 + sibling, max_turns=max_turns)
 
     groups = await asyncio.gather(*(asyncio.gather(*(one(t, s) for s in range(siblings))) for t in task_ids))
     flat = [r for group in groups for r in group]
@@ -121,8 +122,8 @@ async def _main(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Success rate and group types of the heuristic policy.")
-    parser.add_argument("--products", type=int, default=20_000)
-    parser.add_argument("--catalog-seed", type=int, default=0)
+    parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS)
+    parser.add_argument("--catalog-seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--split", default="train")
     parser.add_argument("--tasks", type=int, default=64)

@@ -37,7 +37,7 @@ def with_turns_left(observation: Observation, turns_left: int) -> Observation:
     """The page as the policy sees it: the env's page plus the agent's own turn budget.
 
     The env counts env steps; the agent's budget is its turns, protocol-error turns included,
-    capped by ``max_steps`` (and by the env's own action limit when that is closer).
+    capped by ``max_turns`` (and by the env's own action limit when that is closer).
     """
     text = observation.text.rstrip("\n") + f"\n{_turns_note(turns_left)}\n"
     return dataclasses.replace(observation, text=text, state={**observation.state, TURNS_LEFT: turns_left})

@@ -19,7 +19,7 @@ from typing import Any, Final
 from shopsimrl.env.types import Observation, StepResult, Task
 from shopsimrl.io import atomic_write_json
 
-TRACE_SCHEMA: Final = "shopsimrl.trace/v1"
+TRACE_SCHEMA: Final = "shopsimrl.trace/v2"  # v2: the turn cap is "max_turns" (v1: "max_steps")
 
 
 def utc_now_iso() -> str:
@@ -49,7 +49,7 @@ class TraceRecorder:
     policy_options: dict[str, Any]
     seed: int
     rollout_id: str
-    max_steps: int
+    max_turns: int
     task: Task | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
     final_observation: str | None = None
@@ -118,7 +118,7 @@ class TraceRecorder:
                 "policy_options": self.policy_options,
                 "seed": self.seed,
                 "rollout_id": self.rollout_id,
-                "max_steps": self.max_steps,
+                "max_turns": self.max_turns,
                 "steps": self.steps,
                 "final_observation": self.final_observation,
                 "final": {"reward": reward, "reward_detail": reward_detail, "end_reason": end_reason},

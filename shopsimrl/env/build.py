@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.env.catalog import SPLITS, CatalogGenerator, Product
+from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
 from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
 
 SCHEMA_VERSION = 1
-DEFAULT_PRODUCTS = 20_000
-DEFAULT_SEED = 0
 MAX_PRODUCTS = 1_000_000
 SPLIT_SHARES = (0.8, 0.1, 0.1)
 CACHE_ENV_VAR = "SHOPSIMRL_CACHE"

@@ -7,8 +7,17 @@ import sys
 import time
 from typing import Any
 
-from shopsimrl.env.build import DEFAULT_PRODUCTS, DEFAULT_SEED, MAX_PRODUCTS, ProgressFn
-from shopsimrl.env.sessions import DEFAULT_IDLE_TIMEOUT, KEEP_ALIVE
+from shopsimrl.env.build import MAX_PRODUCTS, ProgressFn
+from shopsimrl.env.defaults import (
+    DEFAULT_ACTION_LIMIT,
+    DEFAULT_HOST,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PORT,
+    DEFAULT_PRODUCTS,
+    DEFAULT_SEED,
+    DEFAULT_SLOTS,
+    KEEP_ALIVE,
+)
 
 _STAGES = {"products": "products", "index": "search index", "tasks": "tasks (verified by search)"}
 
@@ -16,7 +25,7 @@ _STAGES = {"products": "products", "index": "search index", "tasks": "tasks (ver
 def _catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS,
                         help=f"catalog size (default {DEFAULT_PRODUCTS:,}, max {MAX_PRODUCTS:,})")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="catalog seed (default 0)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"catalog seed (default {DEFAULT_SEED})")
     parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default products/10, <= 2000)")
     parser.add_argument("--cache-dir", default=None,
                         help="where catalogs are cached (default $SHOPSIMRL_CACHE or ~/.cache/shopsimrl)")
@@ -28,10 +37,11 @@ def register(subparsers: Any) -> None:
     sub = env.add_subparsers(dest="env_command", metavar="SUBCOMMAND")
 
     serve = sub.add_parser("serve", help="serve the env over HTTP")
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=5700)
-    serve.add_argument("--slots", type=int, default=48, help="concurrent episodes (default 48)")
-    serve.add_argument("--action-limit", type=int, default=30)
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    serve.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help=f"concurrent episodes (default {DEFAULT_SLOTS})")
+    serve.add_argument("--action-limit", type=int, default=DEFAULT_ACTION_LIMIT,
+                       help=f"env steps per episode before the env ends it (default {DEFAULT_ACTION_LIMIT})")
     serve.add_argument("--lease-ttl", type=float, default=DEFAULT_IDLE_TIMEOUT,
                        help=f"seconds a lease may go unused before its slot is reclaimed (a client that vanished; "
                             f"default {DEFAULT_IDLE_TIMEOUT:g})")

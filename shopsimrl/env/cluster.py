@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from shopsimrl.env.auth import TokenError, bind_refusal, load_token
+from shopsimrl.env.defaults import DEFAULT_ACTION_LIMIT, DEFAULT_PORT, DEFAULT_PRODUCTS, DEFAULT_SEED, DEFAULT_SLOTS
 from shopsimrl.env.fingerprint import fingerprint_differences
 
 RAY_HINT = "the Ray helper needs Ray: pip install 'shopsimrl[ray]'"
@@ -93,8 +94,9 @@ def alive_nodes() -> list[dict[str, Any]]:
     return sorted(nodes, key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]))
 
 
-def start_ray_env_servers(per_node: int = 1, *, port: int = 5700, host: str | None = None, slots: int = 48,
-                          action_limit: int = 30, products: int = 20_000, seed: int = 0, tasks: int | None = None,
+def start_ray_env_servers(per_node: int = 1, *, port: int = DEFAULT_PORT, host: str | None = None,
+                          slots: int = DEFAULT_SLOTS, action_limit: int = DEFAULT_ACTION_LIMIT,
+                          products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED, tasks: int | None = None,
                           cache_dir: str | None = None, token: str | None = None, insecure: bool = False,
                           num_cpus: float = 1.0, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT) -> RayEnvServers:
     """Start ``per_node`` env servers on every alive node of the connected Ray cluster (``ray.init`` first).
@@ -149,9 +151,12 @@ def register(sub: Any, catalog_args: Any) -> None:
     p.add_argument("--address", default="auto",
                    help="the Ray cluster (default 'auto': $RAY_ADDRESS or the local node's; 'local' starts one)")
     p.add_argument("--host", default=None, help="bind address (default: each node's IP, which needs a token)")
-    p.add_argument("--port", type=int, default=5700, help="first port on each node (0: any free port)")
-    p.add_argument("--slots", type=int, default=48, help="concurrent episodes per server (default 48)")
-    p.add_argument("--action-limit", type=int, default=30)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"first port on each node (default {DEFAULT_PORT}; 0: any free port)")
+    p.add_argument("--slots", type=int, default=DEFAULT_SLOTS,
+                   help=f"concurrent episodes per server (default {DEFAULT_SLOTS})")
+    p.add_argument("--action-limit", type=int, default=DEFAULT_ACTION_LIMIT,
+                   help=f"env steps per episode before the env ends it (default {DEFAULT_ACTION_LIMIT})")
     p.add_argument("--token-file", default=None, help="the shared token (or $SHOPSIM_ENV_TOKEN / _FILE)")
     p.add_argument("--insecure", action="store_true", help="serve beyond loopback without a token")
     p.add_argument("--urls-file", type=Path, default=None, help="also write the comma list of URLs here")

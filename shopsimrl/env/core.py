@@ -15,8 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.env.build import DEFAULT_PRODUCTS, DEFAULT_SEED, ProgressFn, build_catalog
+from shopsimrl.env.build import ProgressFn, build_catalog
 from shopsimrl.env.catalog import Product
+from shopsimrl.env.defaults import (
+    DEFAULT_ACTION_LIMIT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PRODUCTS,
+    DEFAULT_RESET_TIMEOUT,
+    DEFAULT_SEED,
+    DEFAULT_SLOTS,
+)
 from shopsimrl.env.pages import (
     DONE,
     InvalidAction,
@@ -28,7 +36,7 @@ from shopsimrl.env.pages import (
 )
 from shopsimrl.env.reward import compute_reward, zero_reward
 from shopsimrl.env.search import SearchEngine, SearchHits
-from shopsimrl.env.sessions import DEFAULT_IDLE_TIMEOUT, Lease, SlotPool
+from shopsimrl.env.sessions import Lease, SlotPool
 from shopsimrl.env.store import CatalogStore
 from shopsimrl.env.types import (
     TERMINATE_REASONS,
@@ -40,10 +48,6 @@ from shopsimrl.env.types import (
     StepResult,
     Task,
 )
-
-DEFAULT_SLOTS = 48
-DEFAULT_ACTION_LIMIT = 30
-DEFAULT_RESET_TIMEOUT = 30.0
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """HttpEnvClient: the EnvClient interface over the env server's HTTP API.
 
 Connections.  Idle connections are kept ``KEEPALIVE_EXPIRY`` (30 s), well below
-the server's keep-alive (75 s, ``shopsimrl.env.sessions.KEEP_ALIVE``): a
+the server's keep-alive (75 s, ``shopsimrl.env.defaults.KEEP_ALIVE``): a
 connection the server may be about to close is never reused, so a policy that
 thinks for seconds between steps does not send into a closing socket.
 
@@ -42,6 +42,7 @@ import httpx
 
 from shopsimrl.env import wire
 from shopsimrl.env.auth import bearer_headers
+from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.types import (
     EnvError,
     EnvUnavailableError,
@@ -51,7 +52,6 @@ from shopsimrl.env.types import (
     Task,
 )
 
-DEFAULT_TIMEOUT = 30.0
 KEEPALIVE_EXPIRY = 30.0  # below the server's keep-alive (75 s): never reuse a connection it may be closing
 DEFAULT_RELEASE_DEADLINE = 60.0  # seconds a release keeps retrying while the server does not answer
 
@@ -60,7 +60,7 @@ _NO_REPLY = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)  # br
 
 
 class HttpEnvClient:
-    def __init__(self, base_url: str, timeout: float = DEFAULT_TIMEOUT, *, connect_retries: int = 3,
+    def __init__(self, base_url: str, timeout: float = DEFAULT_CLIENT_TIMEOUT, *, connect_retries: int = 3,
                  retry_backoff: float = 0.2, slot_timeout: float | None = None, max_connections: int = 256,
                  shards: int = 32, release_deadline: float = DEFAULT_RELEASE_DEADLINE,
                  keepalive_expiry: float = KEEPALIVE_EXPIRY,

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from shopsimrl.env.auth import UNAUTHORIZED_CODE, bearer_headers
+from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.fingerprint import fingerprint_differences
 from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.types import (
@@ -110,7 +111,7 @@ class _Server:
 class EnvPool:
     """Several env servers behind one EnvClient; see the module docstring for the rules."""
 
-    def __init__(self, urls: str | Sequence[str], *, token: str | None = None, timeout: float = 30.0,
+    def __init__(self, urls: str | Sequence[str], *, token: str | None = None, timeout: float = DEFAULT_CLIENT_TIMEOUT,
                  slot_timeout: float | None = None, refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
                  backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
                  probe_timeout: float = DEFAULT_PROBE_TIMEOUT, client_factory: ClientFactory | None = None) -> None:

@@ -38,7 +38,8 @@ from shopsimrl.env import wire
 from shopsimrl.env.auth import BearerTokenMiddleware
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.fingerprint import env_fingerprint
-from shopsimrl.env.sessions import KEEP_ALIVE, AcquireAbandoned
+from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, KEEP_ALIVE
+from shopsimrl.env.sessions import AcquireAbandoned
 from shopsimrl.env.types import EnvError
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step body is a few KiB at most
@@ -290,7 +291,7 @@ def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_B
     return app
 
 
-def serve(env: ShopSimEnv, host: str = "127.0.0.1", port: int = 5700, *, log_level: str = "warning",
+def serve(env: ShopSimEnv, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, log_level: str = "warning",
           keep_alive: int = KEEP_ALIVE, token: str | None = None, **limits: Any) -> None:
     """Run the server in the foreground until interrupted (``limits``: see :func:`create_app`)."""
     import uvicorn
@@ -306,7 +307,7 @@ class ServerThread:
     ``port=0`` picks a free port; ``url`` tells which one once started.
     """
 
-    def __init__(self, env: ShopSimEnv, host: str = "127.0.0.1", port: int = 0, *,
+    def __init__(self, env: ShopSimEnv, host: str = DEFAULT_HOST, port: int = 0, *,
                  log_level: str = "warning", keep_alive: int = KEEP_ALIVE,
                  token: str | None = None, **limits: Any) -> None:
         import uvicorn

@@ -20,15 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from shopsimrl.env.defaults import DEFAULT_IDLE_TIMEOUT
 from shopsimrl.env.types import EnvError, LeaseConflictError, NoFreeSlotError
 
 T = TypeVar("T")
-
-DEFAULT_IDLE_TIMEOUT = 300.0  # seconds a lease may sit unused before the pool reclaims it
-# Seconds the HTTP server keeps a client's idle connection open; clients keep theirs for less
-# (HttpEnvClient: 30 s), so none sends into a connection the server is closing.  Here, not in
-# server.py, so that the light ``env serve`` option parser can show it without importing FastAPI.
-KEEP_ALIVE = 75
 
 
 class AcquireAbandoned(EnvError):

@@ -21,7 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT, DEFAULT_PRODUCTS
+from shopsimrl.env.defaults import DEFAULT_SEED as DEFAULT_CATALOG_SEED
 from shopsimrl.env.types import EnvError
+from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.sampling import KnobError, SamplingKnobs, TooManyTechnicalFailures
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES
 from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
@@ -40,8 +43,6 @@ EXIT_TOO_MANY_TECHNICAL_FAILURES = 3
 CLEANUP_SECONDS = 8.0  # after a signal: how long env releases may keep retrying (the exit follows within 10 s)
 
 IN_PROCESS = "inprocess"
-DEFAULT_PRODUCTS = 20_000  # the env's default catalog (shopsimrl.env.build.DEFAULT_PRODUCTS)
-DEFAULT_CATALOG_SEED = 0
 
 
 class UsageError(ValueError):
@@ -52,9 +53,23 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+class DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag, still accepted for one release: it sets the new flag's value and says on
+    stderr which spelling to use instead.  Hidden from ``--help``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, replacement: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.replacement = replacement
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        _stderr(f"{parser.prog}: {option_string} is deprecated and will be removed in the next release: "
+                f"use {self.replacement}")
+        setattr(namespace, self.dest, values)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from shopsimrl.rollout.run import DEFAULT_EPISODE_CONCURRENCY
-    from shopsimrl.rollout.runner import DEFAULT_MAX_TURNS
+    from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 
     p = subparsers.add_parser(
         "rollout",
@@ -73,17 +88,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     knobs.add_argument("--max-consecutive-failed-groups", type=int, default=DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
                        help="technical groups in a row that stop the run")
     run = p.add_argument_group("run")
-    run.add_argument("--steps", type=int, default=1, help="rollout steps")
-    run.add_argument("--seed", type=int, default=0, help="task order, episode seeds and fault injection")
-    run.add_argument("--out", type=Path, default=Path("runs"), help="output folder")
+    run.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="rollout steps")
+    run.add_argument("--seed", type=int, default=DEFAULT_SEED, help="task order, episode seeds and fault injection")
+    run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     run.add_argument("--name", default=None,
                      help="run name, a plain folder name (default: a timestamp and a random suffix)")
     run.add_argument("--overwrite", action="store_true", help="replace OUT/NAME if it holds a finished run")
-    run.add_argument("--env-timeout", type=float, default=30.0,
+    run.add_argument("--env-timeout", type=float, default=DEFAULT_CLIENT_TIMEOUT,
                      help="seconds per env server request before it counts as a technical failure")
     run.add_argument("--episode-concurrency", type=int, default=DEFAULT_EPISODE_CONCURRENCY,
                      help="episodes running at once, over all groups")
-    run.add_argument("--max-steps", type=int, default=DEFAULT_MAX_TURNS, help="turns per episode")
+    run.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS,
+                     help="turns per episode (a turn is one policy reply); the episode then ends as action_limit")
+    run.add_argument("--max-steps", type=int, dest="max_turns", action=DeprecatedFlag, replacement="--max-turns")
     run.add_argument("--fault-rate", type=float, default=0.0,
                      help="probability that an env reset/step raises (injected technical failures)")
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
@@ -208,7 +225,7 @@ def check_options(args: argparse.Namespace) -> None:
     checks = (
         (args.steps >= 1, f"--steps must be >= 1, got {args.steps}"),
         (args.episode_concurrency >= 1, f"--episode-concurrency must be >= 1, got {args.episode_concurrency}"),
-        (args.max_steps >= 1, f"--max-steps (turns per episode) must be >= 1, got {args.max_steps}"),
+        (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),
         (0.0 <= args.fault_rate <= 1.0, f"--fault-rate is a probability within [0, 1], got {args.fault_rate}"),
         (args.products >= 1, f"--products must be >= 1, got {args.products}"),
         (math.isfinite(args.env_timeout) and args.env_timeout > 0,
@@ -395,9 +412,9 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
                       f"smaller --over-sampling-batch-size")
             return EXIT_REFUSED
         client = FaultInjectingEnv(env, args.fault_rate, seed=args.seed) if args.fault_rate > 0 else env
-        runner = agent_runner(client, policy, max_turns=args.max_steps)
+        runner = agent_runner(client, policy, max_turns=args.max_turns)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
-                 "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_steps,
+                 "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
                  "learning": args.learning}
         try:
             paths = prepare_run_dir(args.out, name, overwrite=args.overwrite)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shopsimrl.io import atomic_write_json
+from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.rollout.driver import RunContext, StepDriver, StepObserver
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
@@ -21,8 +22,6 @@ from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves
 from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES, PromptSelector
-
-DEFAULT_EPISODE_CONCURRENCY = 64
 
 
 def default_run_name() -> str:
@@ -33,9 +32,9 @@ def default_run_name() -> str:
 @dataclass(frozen=True)
 class RolloutConfig:
     knobs: SamplingKnobs = field(default_factory=SamplingKnobs)
-    steps: int = 1
-    seed: int = 0
-    out: Path = Path("runs")
+    steps: int = DEFAULT_STEPS
+    seed: int = DEFAULT_SEED
+    out: Path = DEFAULT_OUT
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
     selection: str = DEFAULT_STRATEGY  # "seed": the faithful TaskSampler order; "informative": PromptSelector

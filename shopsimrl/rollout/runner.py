@@ -15,8 +15,6 @@ from shopsimrl.rollout.group import EpisodeLike, EpisodeMeter, EpisodeRunner, Ep
 if TYPE_CHECKING:
     from shopsimrl.agent.policy import Policy
 
-DEFAULT_MAX_TURNS = 30
-
 
 class MeteredEnv(EnvClientWrapper):
     """Delegates to ``inner``; counts ``step`` calls into ``meter`` (one instance per episode)."""
@@ -33,9 +31,14 @@ class MeteredEnv(EnvClientWrapper):
         return None
 
 
-def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int = DEFAULT_MAX_TURNS) -> EpisodeRunner:
-    """Episodes played by ``policy`` on ``env`` with the agent's episode loop (trace written per episode)."""
-    from shopsimrl.agent import run_episode  # imported on use: the rollout package stays light
+def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int | None = None) -> EpisodeRunner:
+    """Episodes played by ``policy`` on ``env`` with the agent's episode loop (trace written per episode).
+
+    ``max_turns``: turns per episode; ``None`` is the agent's default (``shopsimrl.agent.DEFAULT_MAX_TURNS``).
+    """
+    from shopsimrl.agent import DEFAULT_MAX_TURNS, run_episode  # imported on use: the rollout package stays light
+
+    turns = DEFAULT_MAX_TURNS if max_turns is None else max_turns
 
     async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeLike:
         return await run_episode(
@@ -44,7 +47,7 @@ def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int = DEFAULT_MAX
             spec.task_id,
             rollout_id=spec.rollout_id,
             seed=spec.seed,
-            max_steps=max_turns,
+            max_turns=turns,
             trace_path=spec.trace_path,
         )
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from typing import Any
 
+from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
+
 EXIT_REFUSED = 2
 
 
@@ -23,7 +25,7 @@ def register(subparsers: Any) -> None:
     data_commands = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
     export = data_commands.add_parser("export", help="write slime's prompt file (one task id per line)")
     export.add_argument("--split", default="train", choices=("train", "val", "test"))
-    export.add_argument("--out", default="data/shopsim_train.jsonl", help="JSONL file to write (atomically)")
+    export.add_argument("--out", default=DEFAULT_PROMPT_DATA, help=f"JSONL file to write, atomically (default {DEFAULT_PROMPT_DATA})")
     export.add_argument("--env", default=None, metavar="URL", help="list tasks from this env server instead of in process")
     export.add_argument("--products", type=int, default=None, help="in-process catalog size")
     export.add_argument("--seed", type=int, default=None, help="in-process catalog seed")

@@ -1,11 +1,15 @@
 """The slime training command, built in one place.
 
 ``scripts/run_shopsimrl_slime.sh`` and ``scripts/run_full_train.sh`` only set
-environment variables (their defaults are visible there) and call
-``shopsimrl train``; this module reads those variables (:data:`KNOBS`), checks
-them, and builds the exact ``train.py`` argument list.  So the list of slime flags
-exists once, in Python, and ``shopsimrl train --dry-run`` / ``DRY_RUN=1`` print
-precisely what would run.
+environment variables and call ``shopsimrl train``; this module reads those
+variables (:class:`TrainConfig`), checks them, and builds the exact ``train.py``
+argument list.  So the list of slime flags exists once, in Python, and
+``shopsimrl train --dry-run`` / ``DRY_RUN=1`` print precisely what would run.
+
+The knobs' defaults exist once too, here (taken from the parts' defaults modules):
+the scripts cannot import Python, so they ask for them with
+``python -m shopsimrl.slime.launch --print-defaults`` (``--full-run`` for
+``run_full_train.sh``) and ``eval`` the shell lines it prints.
 
 ShopSim's own settings (env URL, trace dir, failure limit, turn limit) are not slime
 flags: slime's parser rejects unknown flags, so they go into a YAML file passed with
@@ -18,16 +22,22 @@ import json
 import os
 import shlex
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
+from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling import KnobError, SamplingKnobs
+from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
 from shopsimrl.sampling.knobs import (
+    DEFAULT_GLOBAL_BATCH_SIZE,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
     DEFAULT_N_SAMPLES_PER_PROMPT,
+    DEFAULT_OVER_SAMPLING_BATCH_SIZE,
     DEFAULT_ROLLOUT_BATCH_SIZE,
     validate_failure_limit,
     validate_update_knobs,
@@ -48,6 +58,16 @@ KNOB_VARIABLES = (
     "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS"
 )
 CUSTOM_CONFIG_NAME = "shopsim_slime_config.yaml"
+#: Old variable names still read for one release (with a message on stderr), by their new name.
+DEPRECATED_VARIABLES: Mapping[str, str] = {"SHOPSIM_MAX_TURNS": "SHOPSIM_MAX_STEPS"}
+#: ``run_full_train.sh``'s own values (the SPEC §1 set-up: 16 spare slots per wave, 2 updates per step)
+#: and its env-server variables; it derives SHOPSIM_ENV_URL from ENV_HOST and ENV_PORT itself.
+FULL_RUN_DEFAULTS: Mapping[str, Any] = {
+    "OVER_SAMPLING_BATCH_SIZE": DEFAULT_OVER_SAMPLING_BATCH_SIZE,
+    "GLOBAL_BATCH_SIZE": DEFAULT_GLOBAL_BATCH_SIZE,
+    "ENV_HOST": DEFAULT_HOST,
+    "ENV_PORT": DEFAULT_PORT,
+}
 INSTALL_HINT = (
     "install slime first: use the slimerl/slime Docker image (it ships Megatron-LM and SGLang), then "
     "`git clone https://github.com/THUDM/slime /root/slime && pip install -e /root/slime`, "
@@ -84,7 +104,7 @@ class TrainConfig:
     ref_load: str = _knob("REF_LOAD", "/root/Qwen3-4B_torch_dist", "Megatron torch_dist checkpoint of the same model")
     save_dir: str = _knob("SAVE_DIR", "checkpoints/shopsimrl", "training checkpoints (also --load, to resume)")
     save_interval: int = _knob("SAVE_INTERVAL", 20, "rollout steps between checkpoints")
-    prompt_data: str = _knob("PROMPT_DATA", "data/shopsim_train.jsonl", "prompt file from `shopsimrl data export`")
+    prompt_data: str = _knob("PROMPT_DATA", DEFAULT_PROMPT_DATA, "prompt file from `shopsimrl data export`")
     run_dir: str = _knob("RUN_DIR", "runs/slime", "traces and the ShopSim custom config go here")
     num_rollout: int = _knob("NUM_ROLLOUT", 80, "rollout steps to train")
     # dynamic sampling (SPEC §1)
@@ -102,12 +122,13 @@ class TrainConfig:
     selection: str = _knob("SELECTION", "seed", "seed: slime's own data order; informative: the PromptSelector data source")
     waves: str = _knob("WAVES", "fixed", "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
     # episodes
-    env_url: str = _knob("SHOPSIM_ENV_URL", "http://127.0.0.1:5700",
+    env_url: str = _knob("SHOPSIM_ENV_URL", DEFAULT_URL,
                          "the ShopSim env server, or several as a comma list (same catalog on each)")
-    env_slots: int = _knob("ENV_SLOTS", 48, "episodes at once per env server: its --slots")
+    env_slots: int = _knob("ENV_SLOTS", DEFAULT_SLOTS, "episodes at once per env server: its --slots")
     env_token_file: str = _knob("SHOPSIM_ENV_TOKEN_FILE", "",
                                 "file holding the env servers' shared token (servers beyond loopback)")
-    max_steps: int = _knob("SHOPSIM_MAX_STEPS", 30, "turns per episode before action_limit")
+    max_turns: int = _knob("SHOPSIM_MAX_TURNS", DEFAULT_MAX_TURNS,
+                           "turns per episode before action_limit (was SHOPSIM_MAX_STEPS, still read for one release)")
     rollout_max_response_len: int = _knob("ROLLOUT_MAX_RESPONSE_LEN", 8192, "response tokens per episode (all turns)")
     rollout_temperature: float = _knob("ROLLOUT_TEMPERATURE", 0.6, "sampling temperature")
     # GRPO
@@ -133,7 +154,7 @@ class TrainConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TrainConfig:
         """Read every knob from ``environ`` (default ``os.environ``); unset or empty means the default."""
-        environ = os.environ if environ is None else environ
+        environ = _resolve_deprecated(os.environ if environ is None else environ)
         values: dict[str, Any] = {}
         errors = []
         for f in fields(cls):
@@ -192,6 +213,8 @@ class TrainConfig:
             parse_env_urls(self.env_url)
         except ValueError as exc:
             problems.append(f"SHOPSIM_ENV_URL={self.env_url!r}: {exc}")
+        if self.max_turns < 1:
+            problems.append(f"SHOPSIM_MAX_TURNS (turns per episode) must be >= 1, got {self.max_turns}")
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
         if self.selection not in ("seed", "informative"):
@@ -223,7 +246,7 @@ class TrainConfig:
             "shopsim_env_slots": self.env_slots * len(urls),  # the hook's gate: every server's slots
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
-            "shopsim_max_steps": self.max_steps,
+            "shopsim_max_turns": self.max_turns,
             **({"shopsim_selection": self.selection} if self._selector_data_source else {}),
         }
         if self.env_token_file:
@@ -323,6 +346,63 @@ class TrainConfig:
         return atomic_write_json(self.custom_config_path, self.custom_config())
 
 
+def _resolve_deprecated(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """``environ`` with each deprecated variable read under its new name when the new one is unset or empty;
+    each deprecated variable that is set is named on stderr with its replacement."""
+    resolved = dict(environ)
+    for new, old in DEPRECATED_VARIABLES.items():
+        if resolved.get(old, "") == "":
+            continue
+        if resolved.get(new, "") == "":
+            resolved[new] = resolved[old]
+            print(f"warning: {old} is deprecated and will be removed in the next release: set {new} instead",
+                  file=sys.stderr)
+        else:
+            print(f"warning: {old} is deprecated and ignored: {new} is set", file=sys.stderr)
+    return resolved
+
+
+def shell_defaults(*, full_run: bool = False, environ: Mapping[str, str] | None = None) -> str:
+    """Shell lines that set and export every knob that is unset or empty to its default, for ``eval``.
+
+    A knob set through its deprecated name is left unset, so the launcher reads the old name (and says so).
+    ``full_run``: ``run_full_train.sh``'s values (:data:`FULL_RUN_DEFAULTS`); SHOPSIM_ENV_URL is left to it.
+    """
+    environ = os.environ if environ is None else environ
+    defaults: dict[str, Any] = {}
+    for f in fields(TrainConfig):
+        name = f.metadata["env"]
+        old = DEPRECATED_VARIABLES.get(name)
+        if old is not None and environ.get(name, "") == "" and environ.get(old, "") != "":
+            continue
+        defaults[name] = f.default
+    if full_run:
+        del defaults["SHOPSIM_ENV_URL"]
+        defaults.update(FULL_RUN_DEFAULTS)
+    return "".join(f"export {name}=${{{name}:-{shlex.quote(_shell_value(value))}}}\n" for name, value in defaults.items())
+
+
+def _shell_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return "" if value is None else str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m shopsimrl.slime.launch --print-defaults [--full-run]``: the knobs' defaults as shell lines."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m shopsimrl.slime.launch",
+                                     description="Print the training knobs' defaults as shell lines (for the scripts' eval).")
+    parser.add_argument("--print-defaults", action="store_true", required=True,
+                        help="print `export NAME=${NAME:-default}` for every knob")
+    parser.add_argument("--full-run", action="store_true",
+                        help="run_full_train.sh's values: 32 groups per wave, 64 episodes per update, ENV_HOST, ENV_PORT")
+    args = parser.parse_args(argv)
+    sys.stdout.write(shell_defaults(full_run=args.full_run))
+    return 0
+
+
 def _absolute(path: str) -> Path:
     """Paths go absolute: a Ray job does not run in the directory the script was started from."""
     return Path(path).expanduser().resolve()
@@ -354,3 +434,7 @@ def _kind(default: Any) -> str:
     if isinstance(default, float):
         return "a number"
     return "a string"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,16 +8,17 @@ Samples are read by attribute name only (``group_index``, ``index``,
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
+from shopsimrl.env.defaults import DEFAULT_SLOTS, DEFAULT_URL
 from shopsimrl.sampling import GroupOutcome, TrajectoryOutcome
 from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
 from shopsimrl.sampling.verdict import DEFAULT_REWARD_KEY, is_scored, iter_samples, rollout_key, sample_reward
+from shopsimrl.slime.defaults import DEFAULT_TRACE_DIR
 
-DEFAULT_ENV_URL = "http://127.0.0.1:5700"
-DEFAULT_ENV_SLOTS = 48  # `shopsimrl env serve --slots` default, and run_full_train.sh's
-DEFAULT_TRACE_DIR = "shopsim_traces"
 # reward_detail keys the env reports once an episode ends (SPEC §7: r_strict, r_success).
 STRICT_KEY = "r_strict"
 SUCCESS_KEY = "r_success"
@@ -40,11 +41,31 @@ def trace_dir(args: Any) -> str:
 def env_slots(args: Any) -> int:
     """How many episodes may hold an env slot at once (``args.shopsim_env_slots``)."""
     value = getattr(args, "shopsim_env_slots", None)
-    return DEFAULT_ENV_SLOTS if value is None else int(value)
+    return DEFAULT_SLOTS if value is None else int(value)
 
 
 def env_url(args: Any) -> str:
-    return str(getattr(args, "shopsim_env_url", None) or DEFAULT_ENV_URL)
+    return str(getattr(args, "shopsim_env_url", None) or DEFAULT_URL)
+
+
+#: The custom-config key of the turn cap before it was named in turns; read for one more release.
+DEPRECATED_MAX_TURNS_KEY = "shopsim_max_steps"
+
+
+def max_turns(args: Any) -> int:
+    """Turns per episode (``args.shopsim_max_turns``, from the launcher's custom config).
+
+    The old key ``shopsim_max_steps`` (a custom config written by an older launcher) is still read when
+    the new one is absent, with a ``FutureWarning`` naming the new key; Python's default warning filter
+    shows it on stderr once per process, not once per episode.
+    """
+    value = getattr(args, "shopsim_max_turns", None)
+    if value is None:
+        value = getattr(args, DEPRECATED_MAX_TURNS_KEY, None)
+        if value is not None:
+            warnings.warn(f"the custom-config key {DEPRECATED_MAX_TURNS_KEY} is deprecated and will be removed in the "
+                          f"next release: use shopsim_max_turns", FutureWarning, stacklevel=2)
+    return DEFAULT_MAX_TURNS if value is None else int(value)
 
 
 def sample_status(sample: Any, name: str) -> Any:

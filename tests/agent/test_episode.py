@@ -31,7 +31,7 @@ async def test_winning_episode_is_scored_released_and_traced(tmp_path: Path) -> 
     json.dumps(result.as_dict(), allow_nan=False)
 
     trace = json.loads(Path(result.trace_path).read_text())
-    assert trace["schema"] == TRACE_SCHEMA == "shopsimrl.trace/v1"
+    assert trace["schema"] == TRACE_SCHEMA == "shopsimrl.trace/v2"
     assert trace["task"] == {"task_id": "t-1", "split": "train", "instruction": TASK.instruction, "goal": TASK.goal}
     assert (trace["policy"], trace["seed"], trace["rollout_id"]) == ("scripted", 7, "r-0")
     assert trace["scored"] is True and trace["cancelled"] is False and trace["error"] is None
@@ -114,26 +114,26 @@ async def test_length_cut_with_a_complete_tool_call_is_an_ordinary_turn() -> Non
     assert result.reward == 1.0 and ("terminate", "generation_length") not in env.calls
 
 
-@pytest.mark.parametrize("max_steps", [1, 3, 30])
-async def test_turn_limit_ends_as_action_limit(max_steps: int) -> None:
+@pytest.mark.parametrize("max_turns", [1, 3, 30])
+async def test_turn_limit_ends_as_action_limit(max_turns: int) -> None:
     env = FakeEnv()
     policy = ScriptedPolicy([WINNING[0], call("click", value="back to search")] * 20 + [PolicyTurn(text="hmm")])
-    result = await play(env, policy, max_steps=max_steps)
-    assert result.turns == max_steps and env.calls[-2] == ("terminate", "action_limit")
+    result = await play(env, policy, max_turns=max_turns)
+    assert result.turns == max_turns and env.calls[-2] == ("terminate", "action_limit")
     assert result.scored and result.reward == 0.0 and result.end_reason == "action_limit"
     assert env.leased == 0
 
 
 async def test_protocol_errors_alone_run_into_the_action_limit() -> None:
     env = FakeEnv()
-    result = await play(env, ScriptedPolicy([PolicyTurn(text="no tools for me")]), max_steps=5)
+    result = await play(env, ScriptedPolicy([PolicyTurn(text="no tools for me")]), max_turns=5)
     assert (result.turns, result.env_steps, result.protocol_errors) == (5, 0, 5)
     assert result.end_reason == "action_limit" and result.reward == 0.0
 
 
 async def test_env_ending_on_the_last_turn_is_not_terminated_again() -> None:
     env = FakeEnv()
-    result = await play(env, ScriptedPolicy(WINNING), max_steps=4)
+    result = await play(env, ScriptedPolicy(WINNING), max_turns=4)
     assert result.end_reason == "purchase" and not any(c[0] == "terminate" for c in env.calls)
 
 
@@ -256,16 +256,16 @@ async def test_run_shielded_returns_the_value_when_not_cancelled() -> None:
 async def test_concurrent_episodes_do_not_share_state() -> None:
     env = FakeEnv()
     results = await asyncio.gather(*(
-        run_episode(env, ScriptedPolicy(WINNING if i % 2 else WINNING[:1]), TASK.task_id, rollout_id=f"r{i}", seed=i, max_steps=6)
+        run_episode(env, ScriptedPolicy(WINNING if i % 2 else WINNING[:1]), TASK.task_id, rollout_id=f"r{i}", seed=i, max_turns=6)
         for i in range(8)))
     assert [r.reward for r in results] == [0.0, 1.0] * 4
     assert [r.rollout_id for r in results] == [f"r{i}" for i in range(8)]
     assert env.leased == 0
 
 
-async def test_max_steps_must_be_positive() -> None:
+async def test_max_turns_must_be_positive() -> None:
     with pytest.raises(ValueError):
-        await play(FakeEnv(), ScriptedPolicy(WINNING), max_steps=0)
+        await play(FakeEnv(), ScriptedPolicy(WINNING), max_turns=0)
 
 
 async def test_unwritable_trace_path_does_not_lose_the_episode(tmp_path: Path) -> None:

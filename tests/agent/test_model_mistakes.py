@@ -40,7 +40,7 @@ from shopsimrl.env.server import ServerThread
 from shopsimrl.env.types import EnvClient
 
 SEARCH = reply(("search", '{"query": "boots"}'))
-MAX_STEPS = 4
+MAX_TURNS = 4
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ async def play(server: ScriptedServer, env: EnvClient, *replies: Reply, tmp_path
     task_id = (await env.list_tasks("train"))[0]
     trace = tmp_path / "trace.json" if tmp_path is not None else None
     try:
-        return await run_episode(env, p, task_id, rollout_id="r", seed=3, max_steps=MAX_STEPS, trace_path=trace)
+        return await run_episode(env, p, task_id, rollout_id="r", seed=3, max_turns=MAX_TURNS, trace_path=trace)
     finally:
         await p.aclose()
 
@@ -99,8 +99,8 @@ async def test_an_unparsable_tool_call_is_invalid_arguments_not_resampled(server
                                                                           bad: Reply, tmp_path: Path) -> None:
     result = await play(server, env, SEARCH, bad, *[SEARCH] * 2, tmp_path=tmp_path)
     assert result.scored and result.error is None and result.end_reason == "action_limit" and result.reward == 0.0
-    assert (result.turns, result.protocol_errors) == (MAX_STEPS, 1)
-    assert len(server.requests) == MAX_STEPS  # one request per turn: the bad output was not silently resampled
+    assert (result.turns, result.protocol_errors) == (MAX_TURNS, 1)
+    assert len(server.requests) == MAX_TURNS  # one request per turn: the bad output was not silently resampled
     feedback = last_message(server, 2)
     assert "could not be parsed" in feedback["content"] and "The page has not changed." in feedback["content"]
     step = json.loads((tmp_path / "trace.json").read_text())["steps"][1]
@@ -133,7 +133,7 @@ async def test_the_budget_lowers_max_tokens_to_what_still_fits(server: ScriptedS
 async def test_an_over_long_click_value_is_env_feedback_on_both_clients(server: ScriptedServer, env: EnvClient) -> None:
     long_click = reply(("click", json.dumps({"value": "x" * 9000})))
     result = await play(server, env, SEARCH, long_click, SEARCH, SEARCH)
-    assert result.scored and result.protocol_errors == 0 and result.env_steps == MAX_STEPS
+    assert result.scored and result.protocol_errors == 0 and result.env_steps == MAX_TURNS
     feedback = last_message(server, 2)["content"]
     assert feedback.startswith("Invalid action (invalid_format): the action is 9007 characters long")
 
@@ -141,7 +141,7 @@ async def test_an_over_long_click_value_is_env_feedback_on_both_clients(server: 
 async def test_an_over_long_query_is_a_protocol_error_on_both_clients(server: ScriptedServer, env: EnvClient) -> None:
     long_query = reply(("search", json.dumps({"query": "boots " * 100})))
     result = await play(server, env, long_query, SEARCH, SEARCH, SEARCH)
-    assert result.scored and result.protocol_errors == 1 and result.env_steps == MAX_STEPS - 1
+    assert result.scored and result.protocol_errors == 1 and result.env_steps == MAX_TURNS - 1
     assert "the limit is 512" in last_message(server, 1)["content"]
 
 
@@ -178,7 +178,7 @@ async def test_a_trickling_server_cannot_hold_a_turn(server: ScriptedServer, env
 async def test_retry_after_is_honoured_within_the_bounded_wait(server: ScriptedServer, env: EnvClient) -> None:
     busy = error(503, "busy", headers={"Retry-After": "0"})
     result = await play(server, env, busy, SEARCH, *[SEARCH] * 3)
-    assert result.scored and len(server.requests) == MAX_STEPS + 1
+    assert result.scored and len(server.requests) == MAX_TURNS + 1
     too_long = error(429, "slow down", headers={"Retry-After": "3600"})
     result = await play(server, env, too_long, SEARCH, max_retry_wait=5.0)
     assert not result.scored and result.error["type"] == "RateLimitError" and len(server.requests) == 1
@@ -197,7 +197,7 @@ async def test_arguments_that_are_not_json_never_go_back_as_structured_tool_call
     """llama.cpp refuses (HTTP 500) every request whose history holds such a call: send it back as text."""
     broken = reply(("search", '{"query": "search(['))
     result = await play(server, env, broken, SEARCH, SEARCH, SEARCH)
-    assert result.scored and result.protocol_errors == 1 and result.env_steps == MAX_STEPS - 1
+    assert result.scored and result.protocol_errors == 1 and result.env_steps == MAX_TURNS - 1
     for request in server.requests:
         for message in request["messages"]:
             for call in message.get("tool_calls", ()):
@@ -216,7 +216,7 @@ async def test_a_refused_connection_stays_technical(env: EnvClient) -> None:
         port = probe.getsockname()[1]  # closed when the block ends: nothing listens there
     p = OpenAIPolicy(base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, retry_initial_delay=0.01, retry_max_delay=0.01)
     try:
-        result = await run_episode(env, p, (await env.list_tasks("train"))[0], rollout_id="r", seed=0, max_steps=MAX_STEPS)
+        result = await run_episode(env, p, (await env.list_tasks("train"))[0], rollout_id="r", seed=0, max_turns=MAX_TURNS)
     finally:
         await p.aclose()
     assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "APIConnectionError"

@@ -70,7 +70,7 @@ async def test_each_prompt_starts_with_the_whole_previous_prompt(server: Scripte
 
         env.step = step  # type: ignore[method-assign]
         try:
-            result = await run_episode(env, policy, task_id, rollout_id="r", seed=1, max_steps=6)
+            result = await run_episode(env, policy, task_id, rollout_id="r", seed=1, max_turns=6)
         finally:
             await policy.aclose()
             await env.aclose()

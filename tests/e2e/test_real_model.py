@@ -36,7 +36,7 @@ from e2e.sglang_adapter import SGLangAdapter
 from slime_double import Sample
 
 ROLLOUT_KNOBS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "2",
-                 "--global-batch-size", "4", "--max-steps", "4", "--max-tokens", "96", "--products", "2000",
+                 "--global-batch-size", "4", "--max-turns", "4", "--max-tokens", "96", "--products", "2000",
                  "--episode-concurrency", "2", "--steps", "1", "--seed", "0", "--send-seed",
                  "--max-context-tokens", "8192", "--temperature", "0.6"]
 REPORT: dict[str, Any] = {}
@@ -69,7 +69,7 @@ def test_one_rollout_step_with_the_openai_policy(llama_server: LlamaServer, tmp_
     assert all(c["name"] for c in calls)
     for step in steps:  # every turn became an action, a protocol error or a length cut: never an exception
         assert step["action"] is not None or step["protocol_error"] is not None or step["end_reason"] == "generation_length"
-    assert all(len(t["steps"]) <= 4 for t in traces)  # --max-steps 4, protocol-error turns included
+    assert all(len(t["steps"]) <= 4 for t in traces)  # --max-turns 4, protocol-error turns included
     REPORT["rollout_step"] = result
     _write_report()
 
@@ -135,7 +135,7 @@ def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server:
             sglang_router_ip="127.0.0.1", sglang_router_port=router.port, hf_checkpoint=str(tokenizer_dir),
             shopsim_trace_dir=str(tmp_path / "traces"), shopsim_env_url=env_server.url, rollout_seed=7,
             reward_key="reward", partial_rollout=False, group_rm=False, rollout_max_context_len=8192,
-            apply_chat_template_kwargs={}, shopsim_max_consecutive_failed_groups=8, shopsim_max_steps=3,
+            apply_chat_template_kwargs={}, shopsim_max_consecutive_failed_groups=8, shopsim_max_turns=3,
         )
         reset_hook_state()
         samples = [Sample(group_index=0, index=i, prompt=task_id, metadata={"task_id": task_id})
@@ -241,7 +241,7 @@ def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: Llama
             try:
                 for number, task_id in enumerate(shop.list_tasks("train")[:8]):
                     policy.episode = number
-                    await run_episode(env, policy, task_id, rollout_id=str(number), seed=number, max_steps=4)
+                    await run_episode(env, policy, task_id, rollout_id=str(number), seed=number, max_turns=4)
                     if len(later_turns()) >= 3:
                         break
             finally:

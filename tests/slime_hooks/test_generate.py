@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -324,3 +325,23 @@ async def test_episodes_at_once_stay_within_the_env_slots(kit, sglang, tokenizer
     assert most == 2
     assert all(s.metadata["shopsim_end_reason"] == "generation_length" for s in samples)
     assert env.leased == 0
+
+
+@pytest.mark.parametrize("key", ["shopsim_max_turns", "shopsim_max_steps"])
+async def test_the_turn_cap_from_the_custom_config_ends_the_episode(kit, sglang, tokenizer_dir, tmp_path, env, key):
+    """shopsim_max_turns caps the turns; the old key shopsim_max_steps still does, with a FutureWarning naming the new."""
+    sglang.reset([(text, "stop") for text in WINNING])
+    sample = new_sample(kit)
+    args = make_args(sglang, tokenizer_dir, tmp_path, **{key: 2})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await generate(args, sample, params(max_new_tokens=1000))
+    assert sample.metadata["shopsim_turns"] == 2 and len(sglang.requests) == 2
+    assert ("terminate", "action_limit") in env.calls
+    assert sample.metadata["shopsim_scored"] is True and sample.reward["reward"] == 0.0
+    messages = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    if key == "shopsim_max_steps":
+        assert messages == ["the custom-config key shopsim_max_steps is deprecated and will be removed in the next "
+                            "release: use shopsim_max_turns"]
+    else:
+        assert messages == []

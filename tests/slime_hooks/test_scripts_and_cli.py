@@ -20,7 +20,7 @@ from agent.fakes import TASK, FakeEnv
 
 from shopsimrl.io import read_jsonl
 from shopsimrl.slime.data import export_prompts
-from shopsimrl.slime.launch import HOOKS, TrainConfig, _parse
+from shopsimrl.slime.launch import HOOKS, LaunchError, TrainConfig, _parse
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -127,19 +127,35 @@ def test_startup_checks_refuse_with_a_clear_message(tmp_path, env, message):
     assert result.stdout == ""
 
 
+def shell_defaults(*flags: str, **environ: str) -> dict[str, str]:
+    """What the scripts' ``eval`` of ``--print-defaults`` exports, read back from a real bash."""
+    script = (f'eval "$("{sys.executable}" -m shopsimrl.slime.launch --print-defaults {" ".join(flags)})"; '
+              "env -0")
+    clean = {k: v for k, v in os.environ.items() if not any(f.metadata["env"] == k for f in fields(TrainConfig))}
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                         env={**clean, **environ}).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
 def test_shell_defaults_are_the_launchers_defaults():
-    script = STANDALONE.read_text()
-    shell = dict(re.findall(r'^: "\$\{(\w+):=([^}]*)\}"', script, flags=re.M))
+    shell = shell_defaults()
     for f in fields(TrainConfig):
         var = f.metadata["env"]
-        assert var in shell, f"{var} has no default in {STANDALONE.name}"
-        value = shell[var]
-        if f.default is None:
-            assert value in ("", "$ROLLOUT_BATCH_SIZE"), var
-        else:
-            assert _parse(value, f.default) == f.default, var
-    full = dict(re.findall(r'^: "\$\{(\w+):=([^}]*)\}"', FULL.read_text(), flags=re.M))
+        assert var in shell, f"--print-defaults sets no {var}"
+        assert (shell[var] == "") if f.default is None else (_parse(shell[var], f.default) == f.default), var
+    assert shell_defaults(ROLLOUT_BATCH_SIZE="4")["ROLLOUT_BATCH_SIZE"] == "4"  # a set knob is kept
+    full = shell_defaults("--full-run")
     assert (full["OVER_SAMPLING_BATCH_SIZE"], full["GLOBAL_BATCH_SIZE"], full["ENV_SLOTS"]) == ("32", "64", "48")
+    assert (full["ENV_HOST"], full["ENV_PORT"]) == ("127.0.0.1", "5700") and "SHOPSIM_ENV_URL" not in full
+
+
+@pytest.mark.parametrize("script", [STANDALONE, FULL], ids=lambda p: p.name)
+def test_scripts_take_their_defaults_from_the_launcher(script):
+    text = script.read_text()
+    assert "-m shopsimrl.slime.launch --print-defaults" in text
+    restated = [var for var in re.findall(r'^: "\$\{(\w+):=', text, flags=re.M)
+                if any(f.metadata["env"] == var for f in fields(TrainConfig)) or var in ("ENV_HOST", "ENV_PORT")]
+    assert restated == [], f"{script.name} restates the defaults of {restated}"
 
 
 def test_every_knob_is_documented():
@@ -176,7 +192,7 @@ def test_custom_config_is_yaml_slime_can_read(tmp_path):
     assert yaml.safe_load(path.read_text()) == {
         "shopsim_env_url": "http://127.0.0.1:5700", "shopsim_env_slots": 48,
         "shopsim_trace_dir": str(tmp_path.resolve() / "traces"),
-        "shopsim_max_consecutive_failed_groups": 5, "shopsim_max_steps": 30,
+        "shopsim_max_consecutive_failed_groups": 5, "shopsim_max_turns": 30,
     }
 
 
@@ -315,3 +331,35 @@ def test_data_export_from_the_in_process_catalog_writes_every_train_task(tmp_pat
         expected = env.list_tasks("train")
     assert [r["prompt"] for r in rows] == expected and len(rows) > 0
     assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train"}
+
+
+# -- the turn cap: SHOPSIM_MAX_TURNS, and its old name SHOPSIM_MAX_STEPS for one release ---------------------------
+
+
+def test_shopsim_max_turns_sets_the_turn_cap_silently(capsys):
+    config = TrainConfig.from_env({"SHOPSIM_MAX_TURNS": "12"})
+    assert config.max_turns == 12 and config.custom_config()["shopsim_max_turns"] == 12
+    assert "shopsim_max_steps" not in config.custom_config()
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_shopsim_max_steps_still_works_and_says_the_new_name(capsys):
+    assert TrainConfig.from_env({"SHOPSIM_MAX_STEPS": "7"}).max_turns == 7
+    assert capsys.readouterr().err == (
+        "warning: SHOPSIM_MAX_STEPS is deprecated and will be removed in the next release: set SHOPSIM_MAX_TURNS instead\n")
+    assert TrainConfig.from_env({"SHOPSIM_MAX_STEPS": "7", "SHOPSIM_MAX_TURNS": "9"}).max_turns == 9
+    assert capsys.readouterr().err == "warning: SHOPSIM_MAX_STEPS is deprecated and ignored: SHOPSIM_MAX_TURNS is set\n"
+
+
+def test_a_turn_cap_below_one_is_refused():
+    with pytest.raises(LaunchError, match="SHOPSIM_MAX_TURNS .* must be >= 1, got 0"):
+        TrainConfig.from_env({"SHOPSIM_MAX_TURNS": "0"}).check()
+
+
+@pytest.mark.parametrize("variable", ["SHOPSIM_MAX_TURNS", "SHOPSIM_MAX_STEPS"])
+def test_the_script_passes_the_turn_cap_through(tmp_path, variable):
+    result = run_script(STANDALONE, tmp_path, DRY_RUN="1", **{variable: "7"})
+    assert result.returncode == 0, result.stderr
+    assert '"shopsim_max_turns": 7' in result.stderr
+    deprecated = "SHOPSIM_MAX_STEPS is deprecated and will be removed in the next release: set SHOPSIM_MAX_TURNS"
+    assert (deprecated in result.stderr) == (variable == "SHOPSIM_MAX_STEPS")

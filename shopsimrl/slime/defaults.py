@@ -1,0 +1,9 @@
+"""The slime integration's own defaults, each defined once (the knobs it shares with other parts come from
+their defaults modules: env, agent, sampling).  Imports nothing, so option parsers read it cheaply."""
+
+from __future__ import annotations
+
+#: slime's prompt file: written by ``shopsimrl data export --out``, read by the launcher (``PROMPT_DATA``).
+DEFAULT_PROMPT_DATA = "data/shopsim_train.jsonl"
+#: Where the generate hook writes traces when the custom config names no ``shopsim_trace_dir``.
+DEFAULT_TRACE_DIR = "shopsim_traces"
