@@ -25,7 +25,7 @@ from slime_double import Sample, slime_args
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.slime.state import hook_state
-from shopsimrl.agent import DEFAULT_MAX_STEPS
+from shopsimrl.agent import DEFAULT_MAX_TURNS
 from shopsimrl.slime_runtime import generate
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
@@ -90,13 +90,13 @@ async def run_episode(tokenizer, tokenizer_dir, tmp_path, replies: list[str], **
 
 def shown(page: str, turns_spent: int) -> str:
     """A page as the episode offers it: with the turns left of the hook's default cap."""
-    return with_turns_left(observation(page), DEFAULT_MAX_STEPS - turns_spent).text
+    return with_turns_left(observation(page), DEFAULT_MAX_TURNS - turns_spent).text
 
 
 def history(replies: list[str]) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
                 {"role": "user", "content": first_user_message(TASK, with_turns_left(observation("search"),
-                                                                                   DEFAULT_MAX_STEPS))}]
+                                                                                   DEFAULT_MAX_TURNS))}]
     for spent, (reply, page) in enumerate(zip(replies, [*PAGES, None]), start=1):
         messages.append({"role": "assistant", "content": reply})
         if page is not None:
