@@ -18,7 +18,7 @@
 # WANDB_API_KEY from the environment (with SLIME_LAUNCHER=ray, from the Ray cluster's).
 set -euo pipefail
 
-# --- dynamic sampling (SPEC §1) ---
+# --- dynamic sampling (docs/dynamic-sampling.md §1) ---
 : "${ROLLOUT_BATCH_SIZE:=16}"
 : "${N_SAMPLES_PER_PROMPT:=8}"
 : "${OVER_SAMPLING_BATCH_SIZE:=$ROLLOUT_BATCH_SIZE}"

@@ -2,7 +2,7 @@
 
 Used to tune the heuristic, by its tests, and to produce the numbers in docs/agent.md
 (``python -m shopsimrl.agent.measure``).  A group's type follows the filter's view
-of rewards (SPEC §2): ``varied`` when the siblings' rewards spread by more than
+of rewards (docs/dynamic-sampling.md §2): ``varied`` when the siblings' rewards spread by more than
 1e-6, else ``all_success`` / ``all_fail`` / ``same_partial`` by the common reward.
 """
 

@@ -8,7 +8,7 @@ Layout (every file written through :mod:`shopsimrl.io`, so each is whole or abse
     runs/<name>/failure_queue.jsonl   all-wrong groups for the Failure Analyst (dropped ones included)
     runs/<name>/step-<k>/batch.jsonl  kept episodes with GRPO advantages and optimizer update index
     runs/<name>/step-<k>/events.jsonl every controller decision, wave submission and the abort
-    runs/<name>/step-<k>/metrics.json SPEC §7 keys plus waste figures
+    runs/<name>/step-<k>/metrics.json docs/dynamic-sampling.md §7 keys plus waste figures
     runs/<name>/step-<k>/traces/      one agent trace JSON per episode
     runs/<name>/step-<k>/triage/      one JSON per completed group, written before the filter
 

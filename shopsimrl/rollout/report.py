@@ -1,6 +1,6 @@
 """A finished step as data: who went where, what it cost, and the metrics logged for it.
 
-The SPEC §7 keys come from :func:`shopsimrl.sampling.rollout_step_metrics`; this
+The docs/dynamic-sampling.md §7 keys come from :func:`shopsimrl.sampling.rollout_step_metrics`; this
 module only adds what the driver alone knows: env steps and episode-seconds per
 fate (kept / dropped / surplus / aborted), wave count and throughput.
 """
@@ -70,7 +70,7 @@ def _outcome(group: GroupRun) -> GroupOutcome:
 
 
 def step_metrics(report: StepReport) -> dict[str, float]:
-    """SPEC §7 keys + waste (groups, episodes, env steps, episode-seconds per fate) + step figures."""
+    """docs/dynamic-sampling.md §7 keys + waste (groups, episodes, env steps, episode-seconds per fate) + step figures."""
     knobs = report.knobs
     n = knobs.n_samples_per_prompt
     fates = report.fate_indices()

@@ -4,7 +4,7 @@
 - the filter's output and slime's drop rule (:func:`filter_output`, :func:`should_drop`);
 - the consecutive-failure stop (:class:`ConsecutiveFailureGuard`, :class:`TooManyTechnicalFailures`);
 - the wave loop as a sans-I/O state machine (:class:`WaveController`) and its replay (:func:`replay`);
-- the SPEC §7 metrics, GRPO advantages and the optimizer-update split.
+- the docs/dynamic-sampling.md §7 metrics, GRPO advantages and the optimizer-update split.
 """
 
 from shopsimrl.sampling.advantages import GRPO_EPSILON, grpo_advantages

@@ -21,7 +21,7 @@ from shopsimrl.rollout import RolloutConfig, cli, run_rollout
 from shopsimrl.rollout.runner import agent_runner
 from shopsimrl.rollout.synthetic import unit_hash
 from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD, SamplingKnobs
-from shopsimrl.sampling.metrics import SPEC_KEYS
+from shopsimrl.sampling.metrics import STEP_METRIC_KEYS
 
 SMALL_ARGS = ["--products", "2000", "--rollout-batch-size", "4", "--n-samples-per-prompt", "4",
               "--over-sampling-batch-size", "8", "--global-batch-size", "8", "--view", "plain"]
@@ -62,7 +62,7 @@ def check_step_outputs(step_dir: Path, knobs: SamplingKnobs) -> dict:
     ]
     assert sorted(replayed.accepted) == sorted(groups)
     metrics = read_json(step_dir / "metrics.json")
-    for key in SPEC_KEYS:
+    for key in STEP_METRIC_KEYS:
         assert key in metrics
     assert metrics["rollout/shopsim/train_group_count"] == target
     assert metrics["rollout/shopsim/train_trajectory_count"] == target * n
