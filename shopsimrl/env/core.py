@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl import __version__
 from shopsimrl.env.build import DEFAULT_PRODUCTS, DEFAULT_SEED, ProgressFn, build_catalog
 from shopsimrl.env.catalog import Product
 from shopsimrl.env.pages import (
@@ -163,8 +164,6 @@ class ShopSimEnv:
         return stats
 
     def health(self) -> dict[str, Any]:
-        from shopsimrl import __version__
-
         counters = self.pool.counters()
         meta = self.store.meta
         return {

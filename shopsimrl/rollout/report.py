@@ -7,7 +7,7 @@ fate (kept / dropped / surplus / aborted), wave count and throughput.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,6 @@ from shopsimrl.sampling import (
 from shopsimrl.sampling.metrics import PREFIX, WASTE_PREFIX
 
 STEP_PREFIX = PREFIX + "step/"
-FATES = ("kept", "dropped", "surplus", "aborted")
 
 
 @dataclass
@@ -126,6 +125,3 @@ def summary_row(report: StepReport) -> Mapping[str, Any]:
         "episodes_per_second": m.get(STEP_PREFIX + "episodes_per_second"),
     }
 
-
-def summary_rows(reports: Sequence[StepReport]) -> list[Mapping[str, Any]]:
-    return [summary_row(r) for r in reports]
