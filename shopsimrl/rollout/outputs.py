@@ -189,7 +189,7 @@ def write_triage(paths: StepPaths, group: GroupRun, *, step: int, finished_at: f
 
 
 def failure_queue_record(group: GroupRun, *, run: str, step: int) -> dict[str, Any]:
-    """What the Failure Analyst needs to pick an all-wrong group up: where its triage and traces are."""
+    """What the Failure Analyst needs to pick a group with no success up: where its triage and traces are."""
     return {
         "run": run,
         "step": step,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shopsimrl.env.types import EnvClient, EnvClientWrapper, StepResult
-from shopsimrl.rollout.group import EpisodeLike, EpisodeMeter, EpisodeRunner, EpisodeSpec
+from shopsimrl.agent.result import EpisodeResult
+from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
 
 if TYPE_CHECKING:
     from shopsimrl.agent.policy import Policy
@@ -37,7 +38,7 @@ def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int = DEFAULT_MAX
     """Episodes played by ``policy`` on ``env`` with the agent's episode loop (trace written per episode)."""
     from shopsimrl.agent import run_episode  # imported on use: the rollout package stays light
 
-    async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeLike:
+    async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeResult:
         return await run_episode(
             MeteredEnv(env, meter),
             policy,

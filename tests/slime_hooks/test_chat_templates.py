@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent.fakes import TASK, FakeEnv, observation
+from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
 from scripted_sglang import ScriptedSGLang, build_tokenizer, serving
 from slime_double import Sample, slime_args
 
@@ -40,7 +40,6 @@ def tool_call(name: str, **arguments: Any) -> str:
 
 WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", value="p1"),
            tool_call("click", value="size=9"), tool_call("click", value="buy now")]
-PAGES = ["results", "product", "product"]  # the page after each of the first three moves
 REASONING = ["The user wants boots.", "p1 is red.", "Size 9 it is.", "Buy."]
 
 
@@ -50,7 +49,7 @@ def checkpoints(tmp_path_factory) -> dict[str, tuple[Path, Any]]:
     from transformers import AutoTokenizer
 
     corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *REASONING,
-              *(observation(p).text for p in ("search", "results", "product"))]
+              *(observation(p).text for p in ("search", "results", "item"))]
     out = {}
     for name in (QWEN3, QWEN25):
         path = build_tokenizer(tmp_path_factory.mktemp("tok"), corpus, (TEMPLATES / name).read_text())
@@ -90,10 +89,10 @@ async def run_episode(tokenizer, tokenizer_dir, tmp_path, replies: list[str], **
 def history(replies: list[str]) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
                 {"role": "user", "content": first_user_message(TASK, observation("search"))}]
-    for reply, page in zip(replies, [*PAGES, None]):
+    for reply, page in zip(replies, [*WINNING_PAGES, None]):
         messages.append({"role": "assistant", "content": reply})
         if page is not None:
-            messages.append({"role": "tool", "content": observation(page).text})
+            messages.append({"role": "tool", "content": page.text})
     return messages
 
 
@@ -102,10 +101,10 @@ def expected_stream(tokenizer, replies: list[str], header: str) -> str:
     messages = history(replies)
     text = tokenizer.apply_chat_template(messages[:2], tools=all_tools(), tokenize=False, add_generation_prompt=True,
                                          enable_thinking=header != EMPTY_THINK)
-    for reply, page in zip(replies, [*PAGES, None]):
+    for reply, page in zip(replies, [*WINNING_PAGES, None]):
         text += reply + END
         if page is not None:
-            text += f"\n<|im_start|>user\n<tool_response>\n{observation(page).text}\n</tool_response>{END}\n"
+            text += f"\n<|im_start|>user\n<tool_response>\n{page.text}\n</tool_response>{END}\n"
             text += "<|im_start|>assistant\n" + header
     return text
 
