@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable
+
 from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
-
 
 #: (scored, reward) for one episode; success is reward == 1.
 Outcome = Callable[[EpisodeSpec], tuple[bool, float | None]]
