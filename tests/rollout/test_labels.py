@@ -7,6 +7,8 @@ The label refines the filter's verdict and never contradicts it: ``varied`` is e
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.rollout.group import CLASSIFICATIONS, EpisodeSpec, GroupRun, classify, never_succeeded
@@ -69,3 +71,11 @@ def test_a_failed_runner_is_an_unscored_record_with_its_error() -> None:
     assert not failed.scored and failed.reward is None and failed.success is None and failed.strict_reward is None
     assert failed.end_reason == "runner_error" and failed.policy is None and failed.env_steps == 2
     assert failed.as_dict()["error"]["stage"] == "runner"
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.floats(0.0, 1.0)), min_size=1, max_size=8))
+def test_the_label_never_contradicts_the_verdict(rewards: list[float | None]) -> None:
+    verdict, got = label(rewards)
+    expected = {Verdict.TECHNICAL: {"technical"}, Verdict.VARIED: {"varied"},
+                Verdict.ZERO_STD: {"all_correct", "all_wrong", "same_partial"}}[verdict]
+    assert got in expected
