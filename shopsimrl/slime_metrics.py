@@ -1,4 +1,4 @@
-"""slime's metric hooks for ShopSim: the SPEC §7 keys, computed by the standalone runtime's function.
+"""slime's metric hooks for ShopSim: the docs/dynamic-sampling.md §7 keys, computed by the standalone runtime's function.
 
 slime calls, once per rollout step and in this order (``slime/rollout/sglang_rollout.py``,
 ``slime/ray/rollout.py``):
@@ -53,7 +53,7 @@ def enrich_rollout_metrics(
     rollout_extra_metrics: dict[str, Any] | None,
     rollout_time: float,
 ) -> bool:
-    """Add the SPEC §7 keys to slime's metric dict; return False so slime still logs it."""
+    """Add the docs/dynamic-sampling.md §7 keys to slime's metric dict; return False so slime still logs it."""
     if rollout_extra_metrics is None:
         log.warning("rollout %s: slime passed no metric dict; the ShopSim metrics of this step are not logged", rollout_id)
         return False

@@ -60,7 +60,7 @@ class UnsupportedSlimeSetting(ValueError):
 
 
 def fully_scored_group_filter(args: Any, group: Sequence[Any], **kwargs: Any) -> Any:
-    """SPEC §2: technical -> drop (never a fallback); zero-std -> drop unless short; else keep.
+    """docs/dynamic-sampling.md §2: technical -> drop (never a fallback); zero-std -> drop unless short; else keep.
 
     Feeds the verdict to the process-wide consecutive-failure guard, which raises
     ``TooManyTechnicalFailures`` (naming the trace dir) when the streak reaches
@@ -113,7 +113,7 @@ def _dynamic_filter_output_cls() -> type:
                 if "keep_when_insufficient" not in {f.name for f in fields(slime_cls)}:
                     raise RuntimeError(
                         "this slime's DynamicFilterOutput has no keep_when_insufficient field: the zero-std fallback "
-                        "(SPEC §3) needs a slime whose generate_rollout_async calls should_drop_dynamic_filter_output"
+                        "(docs/dynamic-sampling.md §3) needs a slime whose generate_rollout_async calls should_drop_dynamic_filter_output"
                     )
                 state.filter_output_cls = slime_cls
         return state.filter_output_cls

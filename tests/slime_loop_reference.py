@@ -1,4 +1,4 @@
-"""A literal, unoptimised transcription of slime's ``generate_rollout_async`` loop (SPEC §8).
+"""A literal, unoptimised transcription of slime's ``generate_rollout_async`` loop (docs/dynamic-sampling.md §8).
 
 Independent of ``WaveController`` on purpose: the property tests check that the
 state machine and ``replay`` decide exactly as this loop does.

@@ -55,3 +55,31 @@ def test_link_checker_sees_a_broken_link(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("[ok](page.md) [gone](missing.md)\n```\n[in code](ignored.md)\n```\n")
     assert links(page) == ["page.md", "missing.md"]
+
+
+def committed_files() -> list[Path]:
+    """Every file of the repository (git's list when this is a checkout, else a walk without build folders)."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+        return [ROOT / name for name in listed.decode().split("\0") if name]
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".git", ".venv", "runs", "__pycache__", ".pytest_cache", ".hypothesis"}
+        return [p for p in ROOT.rglob("*") if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+
+
+# Spelled in pieces so that this file does not name them itself.
+OUTSIDE_NAMES = ("SPEC" + ".md", "DESIGN" + ".md", "../" + "shared", "SPEC" + " §")
+
+
+def test_no_committed_file_points_outside_the_repository() -> None:
+    """The rules live in docs/dynamic-sampling.md; a clone has no specification or shared folder beside it."""
+    offenders = []
+    for path in committed_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary data
+        offenders += [f"{path.relative_to(ROOT)}: {name}" for name in OUTSIDE_NAMES if name in text]
+    assert not offenders, "references to files outside the repository:\n" + "\n".join(offenders)

@@ -24,3 +24,10 @@ def test_sampling_core_imports_no_io_or_asyncio_module_of_the_package():
     code = "import sys, shopsimrl.sampling; print(sorted(m for m in sys.modules if m.startswith('shopsimrl.') and not m.startswith('shopsimrl.sampling')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_the_rollout_imports_the_episode_record_but_not_the_agents_policies():
+    code = ("import sys, shopsimrl.rollout; "
+            "print(sorted(m for m in sys.modules if m.startswith('shopsimrl.agent')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "['shopsimrl.agent', 'shopsimrl.agent.result']"

@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,42 +32,11 @@ from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.agent.messages import EPISODE_TOOLS, with_turns_left
 from shopsimrl.agent.policy import Policy, PolicyEpisode, PolicyTurn, TurnFeedback
 from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
+from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.agent.trace import TraceRecorder, json_safe, write_trace
 from shopsimrl.env.types import EnvClient, Observation, ResetResult, StepResult
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """The outcome of one episode, as the rollout driver and the slime hook consume it.
-
-    ``scored=False`` means a technical failure: ``reward``/``success``/``strict_reward``
-    are None and ``error`` says where (``stage``: reset | policy | step | terminate |
-    reward), with what exception ``type`` and ``message``.
-    """
-
-    task_id: str
-    rollout_id: str
-    seed: int
-    policy: str
-    scored: bool
-    reward: float | None
-    reward_detail: dict[str, Any] | None
-    success: float | None  # r_success
-    strict_reward: float | None  # r_strict (= reward)
-    end_reason: str | None  # purchase | action_limit | generation_length | None (never ended)
-    error: dict[str, Any] | None
-    turns: int  # policy replies, protocol errors included
-    env_steps: int  # actions sent to env.step
-    protocol_errors: int
-    wall_seconds: float
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    trace_path: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class _Technical(Exception):

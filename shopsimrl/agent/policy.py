@@ -15,9 +15,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from shopsimrl.env.types import Observation, Task
 
-FinishReason = Literal["stop", "tool_calls", "length"]
-
-
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call as a model emitted it; ``arguments`` is the raw JSON text, unparsed."""

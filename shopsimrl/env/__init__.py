@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from shopsimrl.env.types import (
     FEEDBACK_CODES,
+    HEALTHZ_KEYS,
     TERMINATE_REASONS,
     BadRequestError,
     EnvClient,
@@ -54,7 +55,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "FEEDBACK_CODES", "TERMINATE_REASONS", "BadRequestError", "EnvClient", "EnvClientWrapper", "EnvError", "EnvUnavailableError",
+    "FEEDBACK_CODES", "HEALTHZ_KEYS", "TERMINATE_REASONS", "BadRequestError", "EnvClient", "EnvClientWrapper", "EnvError", "EnvUnavailableError",
     "EpisodeFinishedError", "InvalidRequestError", "LeaseConflictError", "NoFreeSlotError", "Observation",
     "QueryTooLongError", "ResetResult", "StepResult", "Task", "UnknownTaskError", *_LAZY,
 ]

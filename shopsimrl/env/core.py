@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl import __version__
 from shopsimrl.env.build import ProgressFn, build_catalog
 from shopsimrl.env.catalog import Product
 from shopsimrl.env.defaults import (
@@ -167,8 +168,6 @@ class ShopSimEnv:
         return stats
 
     def health(self) -> dict[str, Any]:
-        from shopsimrl import __version__
-
         counters = self.pool.counters()
         meta = self.store.meta
         return {

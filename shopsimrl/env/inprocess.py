@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from shopsimrl.env.core import ShopSimEnv
+from shopsimrl.env.fingerprint import env_fingerprint
 from shopsimrl.env.types import ResetResult, StepResult, Task
 
 R = TypeVar("R")
@@ -28,6 +29,7 @@ class InProcessEnvClient:
         self._ops = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shopsim-op")
         self._resets = ThreadPoolExecutor(max_workers=max(2, env.slots), thread_name_prefix="shopsim-reset")
         self._closed = False
+        self._fingerprint: dict[str, Any] | None = None
 
     async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., R], *args: object) -> R:
         if self._closed:
@@ -71,6 +73,12 @@ class InProcessEnvClient:
 
     async def get_task(self, task_id: str) -> Task:
         return self.env.get_task(task_id)
+
+    async def healthz(self) -> dict[str, Any]:
+        """What the server's ``/healthz`` answers for this env: the same keys, the same fingerprint."""
+        if self._fingerprint is None:
+            self._fingerprint = env_fingerprint(self.env)  # immutable for the env's life
+        return {**self.env.health(), "fingerprint": self._fingerprint}
 
     async def aclose(self) -> None:
         if self._closed:

@@ -29,7 +29,6 @@ from shopsimrl.env.text import contains_phrase, fold, terms
 
 FUZZY_THRESHOLD = 85.0
 APPROX_FACTOR = 1.1
-BUDGET_KINDS = ("none", "hard", "approx", "range")
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:

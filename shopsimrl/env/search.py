@@ -43,11 +43,6 @@ def _or(tokens: list[str]) -> str:
     return " OR ".join(f'"{t}"' for t in tokens)
 
 
-def match_expression(tokens: list[str]) -> str:
-    """The plain FTS5 query: the tokens OR-ed."""
-    return _or(tokens)
-
-
 @dataclass(frozen=True)
 class TermBounds:
     """Document count and best single-term BM25 score of every *common* term.
@@ -179,10 +174,6 @@ class SearchEngine:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return SearchHits(key, rowids)
-
-    def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
 
     @property
     def cache_len(self) -> int:

@@ -24,15 +24,18 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from shopsimrl.env import wire
 from shopsimrl.env.auth import BearerTokenMiddleware
@@ -121,8 +124,6 @@ def bounded_header_protocol(max_headers: int = MAX_HEADER_BYTES) -> type:
     """uvicorn's httptools protocol, refusing (431, connection closed) a request whose headers go on
     past ``max_headers`` bytes *while they arrive*: the parser never buffers more than that plus one
     socket read (httptools itself has no limit; a 50 MB header used to be read whole)."""
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
     body = json.dumps(wire.error_body("headers_too_large", f"request headers exceed {max_headers} bytes")).encode()
     reply = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
              b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
@@ -294,8 +295,6 @@ def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_B
 def serve(env: ShopSimEnv, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, log_level: str = "warning",
           keep_alive: int = KEEP_ALIVE, token: str | None = None, **limits: Any) -> None:
     """Run the server in the foreground until interrupted (``limits``: see :func:`create_app`)."""
-    import uvicorn
-
     uvicorn.run(create_app(env, token=token, **limits), host=host, port=port, log_level=log_level, access_log=False,
                 timeout_keep_alive=keep_alive,
                 http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
@@ -310,8 +309,6 @@ class ServerThread:
     def __init__(self, env: ShopSimEnv, host: str = DEFAULT_HOST, port: int = 0, *,
                  log_level: str = "warning", keep_alive: int = KEEP_ALIVE,
                  token: str | None = None, **limits: Any) -> None:
-        import uvicorn
-
         config = uvicorn.Config(create_app(env, token=token, **limits), host=host, port=port, log_level=log_level,
                                 access_log=False, lifespan="off", timeout_keep_alive=keep_alive,
                                 http=bounded_header_protocol(limits.get("max_headers", MAX_HEADER_BYTES)))
@@ -321,8 +318,6 @@ class ServerThread:
         self.port = port
 
     def start(self, timeout: float = 10.0) -> ServerThread:
-        import time
-
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:

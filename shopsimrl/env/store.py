@@ -97,11 +97,6 @@ class CatalogStore:
             raise KeyError(rowid)
         return found[0]
 
-    def product_by_id(self, product_id: str) -> Product | None:
-        row = self.connection().execute("SELECT rowid FROM products WHERE product_id = ?",
-                                        (product_id.upper(),)).fetchone()
-        return self.product(row[0]) if row else None
-
     @property
     def product_count(self) -> int:
         return int(self.meta["products"])

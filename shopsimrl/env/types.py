@@ -16,6 +16,10 @@ from typing import Any, Protocol, runtime_checkable
 # Reasons a caller may give to terminate(); both are scored 0.
 TERMINATE_REASONS = ("generation_length", "action_limit")
 
+# What every client's healthz() reports (the HTTP server's /healthz adds "tasks" and "versions",
+# the in-process client the same; the multi-server pool adds "servers").
+HEALTHZ_KEYS = ("ready", "slots", "free_slots", "leased", "fingerprint")
+
 # Feedback reason codes for invalid actions (the page stays unchanged, the step counts).
 FEEDBACK_CODES = (
     "invalid_format",
@@ -140,6 +144,10 @@ class EnvClient(Protocol):
 
     async def get_task(self, task_id: str) -> Task: ...
 
+    async def healthz(self) -> dict[str, Any]:
+        """At least :data:`HEALTHZ_KEYS`: ready, slots, free_slots, leased (episodes holding a slot), fingerprint."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -167,6 +175,9 @@ class EnvClientWrapper:
 
     async def get_task(self, task_id: str) -> Task:
         return await self.inner.get_task(task_id)
+
+    async def healthz(self) -> dict[str, Any]:
+        return await self.inner.healthz()
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -4,19 +4,20 @@ The async driver (:class:`StepDriver`, :func:`run_rollout`) runs
 :class:`shopsimrl.sampling.WaveController`; groups are triaged before the filter;
 each step leaves ``batch.jsonl``, ``events.jsonl``, ``metrics.json``, traces and
 triage under ``runs/<name>/step-<k>/``.  Importing this package never imports
-the agent, the environment's server, W&B or any training stack.
+the agent's policies (only its episode record, ``shopsimrl.agent.result``), the
+environment's server, W&B or any training stack.
 """
 
 from shopsimrl.rollout.driver import CompletionQueue, RunContext, StepDriver, StepObserver, StepProgress, WaveStats
 from shopsimrl.rollout.group import (
     CLASSIFICATIONS,
-    EpisodeLike,
     EpisodeMeter,
     EpisodeRunner,
     EpisodeSlots,
     EpisodeSpec,
     GroupRun,
     classify,
+    never_succeeded,
     run_group,
 )
 from shopsimrl.rollout.outputs import RunPaths, StepPaths
@@ -27,7 +28,6 @@ from shopsimrl.rollout.tasks import NotEnoughTasksError, TaskSampler
 __all__ = [
     "CLASSIFICATIONS",
     "CompletionQueue",
-    "EpisodeLike",
     "EpisodeMeter",
     "EpisodeRunner",
     "EpisodeSlots",
@@ -46,6 +46,7 @@ __all__ = [
     "TaskSampler",
     "WaveStats",
     "classify",
+    "never_succeeded",
     "run_group",
     "run_rollout",
     "step_metrics",

@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "until rollout_batch_size groups are kept; outputs go to OUT/NAME/step-<k>/.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    knobs = p.add_argument_group("dynamic-sampling knobs (SPEC §1)")
+    knobs = p.add_argument_group("dynamic-sampling knobs (docs/dynamic-sampling.md §1)")
     knobs.add_argument("--rollout-batch-size", type=int, default=DEFAULT_ROLLOUT_BATCH_SIZE, help="groups kept per step")
     knobs.add_argument("--n-samples-per-prompt", type=int, default=DEFAULT_N_SAMPLES_PER_PROMPT, help="siblings per group")
     knobs.add_argument("--over-sampling-batch-size", type=int, default=DEFAULT_OVER_SAMPLING_BATCH_SIZE,

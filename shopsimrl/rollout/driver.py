@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots, EpisodeSpec, GroupRun, episode_seed, run_group
+from shopsimrl.rollout.group import (
+    EpisodeRunner,
+    EpisodeSlots,
+    EpisodeSpec,
+    GroupRun,
+    episode_seed,
+    never_succeeded,
+    run_group,
+)
 from shopsimrl.rollout.outputs import (
     RunPaths,
     append_failure_queue,
@@ -313,7 +321,7 @@ class StepDriver:
     def _group_finished(self, group: GroupRun) -> None:
         """Triage (and the Failure Analyst queue) before the group reaches the filter."""
         write_triage(self.paths, group, step=self.step, finished_at=self._now())
-        if group.classification == "all_wrong":
+        if never_succeeded(group.episodes):
             append_failure_queue(self.ctx.paths, group, step=self.step)
 
     def _decide(self, now: float, finished: list[GroupRun]) -> None:

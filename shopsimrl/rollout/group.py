@@ -17,56 +17,12 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.sampling import Verdict, group_verdict
 
 CLASSIFICATIONS = ("technical", "all_wrong", "all_correct", "same_partial", "varied")
-
-
-class EpisodeLike(Protocol):
-    """What the rollout reads of an episode result (``shopsimrl.agent.EpisodeResult`` has all of it)."""
-
-    @property
-    def task_id(self) -> str: ...
-
-    @property
-    def rollout_id(self) -> str: ...
-
-    @property
-    def seed(self) -> int: ...
-
-    @property
-    def scored(self) -> bool: ...
-
-    @property
-    def reward(self) -> float | None: ...
-
-    @property
-    def strict_reward(self) -> float | None: ...
-
-    @property
-    def success(self) -> float | None: ...
-
-    @property
-    def end_reason(self) -> str | None: ...
-
-    @property
-    def error(self) -> Any: ...
-
-    @property
-    def turns(self) -> int: ...
-
-    @property
-    def env_steps(self) -> int: ...
-
-    @property
-    def wall_seconds(self) -> float: ...
-
-    @property
-    def trace_path(self) -> str | None: ...
-
-    def as_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +32,7 @@ class EpisodeSpec:
     task_id: str
     rollout_id: str
     seed: int
-    trace_path: Path
+    trace_path: Path | None  # None: no trace written (measurement)
     group_index: int
     sibling: int
 
@@ -90,29 +46,7 @@ class EpisodeMeter:
     seconds: float = 0.0
 
 
-EpisodeRunner = Callable[[EpisodeSpec, EpisodeMeter], Awaitable[EpisodeLike]]
-
-
-@dataclass(slots=True)
-class FailedEpisode:
-    """Stands in for a result when the runner itself raised: an unscored, technical sibling."""
-
-    task_id: str
-    rollout_id: str
-    seed: int
-    error: dict[str, Any]
-    trace_path: str | None = None
-    env_steps: int = 0
-    wall_seconds: float = 0.0
-    scored: bool = False
-    reward: float | None = None
-    strict_reward: float | None = None
-    success: float | None = None
-    end_reason: str | None = "runner_error"
-    turns: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+EpisodeRunner = Callable[[EpisodeSpec, EpisodeMeter], Awaitable[EpisodeResult]]
 
 
 class EpisodeSlots:
@@ -149,7 +83,7 @@ class GroupRun:
     task_id: str
     specs: list[EpisodeSpec]
     meters: list[EpisodeMeter] = field(default_factory=list)
-    episodes: list[EpisodeLike] = field(default_factory=list)
+    episodes: list[EpisodeResult] = field(default_factory=list)
     verdict: Verdict | None = None
     classification: str | None = None
     triage_path: Path | None = None
@@ -184,16 +118,29 @@ class GroupRun:
         ]
 
 
-def classify(verdict: Verdict, episodes: Sequence[EpisodeLike]) -> str:
-    """Triage label: technical; all_wrong / all_correct by r_success; same_partial; varied."""
-    if verdict is Verdict.TECHNICAL:
-        return "technical"
-    successes = [ep.success for ep in episodes]
-    if all(not s for s in successes):
-        return "all_wrong"
-    if all(s == 1 for s in successes):
+def classify(verdict: Verdict, episodes: Sequence[EpisodeResult]) -> str:
+    """The group label, shared by triage and measurement: it refines the filter's verdict, never contradicts it.
+
+    ``technical`` and ``varied`` are the verdict's own (rewards spread by more than 1e-6
+    is varied, whatever the successes).  A zero-std group is ``all_correct`` when every
+    sibling has ``r_success = 1``, ``all_wrong`` when the common reward is 0, else
+    ``same_partial`` (the same reward strictly between 0 and 1, e.g. the right product
+    with the same wrong colour).
+    """
+    if verdict is not Verdict.ZERO_STD:
+        return verdict.value  # "technical" | "varied"
+    if all(ep.success == 1 for ep in episodes):
         return "all_correct"
-    return "same_partial" if verdict is Verdict.ZERO_STD else "varied"
+    return "all_wrong" if not episodes[0].reward else "same_partial"
+
+
+def never_succeeded(episodes: Sequence[EpisodeResult]) -> bool:
+    """Every sibling scored and none with ``r_success = 1``, whatever the label: the Failure Analyst's queue.
+
+    These are the groups ``rollout/shopsim/all_wrong_group_rate`` counts; their label may
+    be ``all_wrong``, ``same_partial`` or ``varied`` (differing partial rewards).
+    """
+    return bool(episodes) and all(ep.scored and not ep.success for ep in episodes)
 
 
 def triage_record(group: GroupRun, *, step: int, finished_at: float) -> dict[str, Any]:
@@ -229,7 +176,7 @@ def triage_record(group: GroupRun, *, step: int, finished_at: float) -> dict[str
 
 async def _run_sibling(
     runner: EpisodeRunner, spec: EpisodeSpec, meter: EpisodeMeter, slots: EpisodeSlots, group: GroupRun
-) -> EpisodeLike:
+) -> EpisodeResult:
     """One episode under the global concurrency limit; a runner exception becomes a technical sibling."""
     async with slots:
         group.started = True
@@ -237,7 +184,7 @@ async def _run_sibling(
         try:
             return await runner(spec, meter)
         except Exception as exc:  # the runner's contract is "never raises"; a bug must not kill the step
-            return FailedEpisode(
+            return EpisodeResult.failed(
                 task_id=spec.task_id,
                 rollout_id=spec.rollout_id,
                 seed=spec.seed,

@@ -5,10 +5,10 @@ Layout (every file written through :mod:`shopsimrl.io`, so each is whole or abse
     runs/<name>/.lock                 held (an OS file lock) by the run writing this folder
     runs/<name>/run.json              the run's configuration
     runs/<name>/metrics.jsonl         one line per finished step (the metrics.json of each step)
-    runs/<name>/failure_queue.jsonl   all-wrong groups for the Failure Analyst (dropped ones included)
+    runs/<name>/failure_queue.jsonl   groups without a success, for the Failure Analyst (dropped ones included)
     runs/<name>/step-<k>/batch.jsonl  kept episodes with GRPO advantages and optimizer update index
     runs/<name>/step-<k>/events.jsonl every controller decision, wave submission and the abort
-    runs/<name>/step-<k>/metrics.json SPEC §7 keys plus waste figures
+    runs/<name>/step-<k>/metrics.json docs/dynamic-sampling.md §7 keys plus waste figures
     runs/<name>/step-<k>/traces/      one agent trace JSON per episode
     runs/<name>/step-<k>/triage/      one JSON per completed group, written before the filter
 
@@ -189,7 +189,7 @@ def write_triage(paths: StepPaths, group: GroupRun, *, step: int, finished_at: f
 
 
 def failure_queue_record(group: GroupRun, *, run: str, step: int) -> dict[str, Any]:
-    """What the Failure Analyst needs to pick an all-wrong group up: where its triage and traces are."""
+    """What the Failure Analyst needs to pick a group with no success up: where its triage and traces are."""
     return {
         "run": run,
         "step": step,

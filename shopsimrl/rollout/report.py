@@ -1,13 +1,13 @@
 """A finished step as data: who went where, what it cost, and the metrics logged for it.
 
-The SPEC §7 keys come from :func:`shopsimrl.sampling.rollout_step_metrics`; this
+The docs/dynamic-sampling.md §7 keys come from :func:`shopsimrl.sampling.rollout_step_metrics`; this
 module only adds what the driver alone knows: env steps and episode-seconds per
 fate (kept / dropped / surplus / aborted), wave count and throughput.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,6 @@ from shopsimrl.sampling import (
 from shopsimrl.sampling.metrics import PREFIX, WASTE_PREFIX
 
 STEP_PREFIX = PREFIX + "step/"
-FATES = ("kept", "dropped", "surplus", "aborted")
 
 
 @dataclass
@@ -70,7 +69,7 @@ def _outcome(group: GroupRun) -> GroupOutcome:
 
 
 def step_metrics(report: StepReport) -> dict[str, float]:
-    """SPEC §7 keys + waste (groups, episodes, env steps, episode-seconds per fate) + step figures."""
+    """docs/dynamic-sampling.md §7 keys + waste (groups, episodes, env steps, episode-seconds per fate) + step figures."""
     knobs = report.knobs
     n = knobs.n_samples_per_prompt
     fates = report.fate_indices()
@@ -126,6 +125,3 @@ def summary_row(report: StepReport) -> Mapping[str, Any]:
         "episodes_per_second": m.get(STEP_PREFIX + "episodes_per_second"),
     }
 
-
-def summary_rows(reports: Sequence[StepReport]) -> list[Mapping[str, Any]]:
-    return [summary_row(r) for r in reports]

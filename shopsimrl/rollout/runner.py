@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shopsimrl.env.types import EnvClient, EnvClientWrapper, StepResult
-from shopsimrl.rollout.group import EpisodeLike, EpisodeMeter, EpisodeRunner, EpisodeSpec
+from shopsimrl.agent.result import EpisodeResult
+from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
 
 if TYPE_CHECKING:
     from shopsimrl.agent.policy import Policy
@@ -40,7 +41,7 @@ def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int | None = None
 
     turns = DEFAULT_MAX_TURNS if max_turns is None else max_turns
 
-    async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeLike:
+    async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeResult:
         return await run_episode(
             MeteredEnv(env, meter),
             policy,

@@ -9,31 +9,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
 
-from shopsimrl.rollout.group import EpisodeLike, EpisodeMeter, EpisodeRunner, EpisodeSpec
-
-
-@dataclass(slots=True)
-class SyntheticEpisode:
-    task_id: str
-    rollout_id: str
-    seed: int
-    scored: bool
-    reward: float | None
-    strict_reward: float | None
-    success: float | None
-    end_reason: str | None
-    error: Any
-    turns: int
-    env_steps: int
-    wall_seconds: float
-    trace_path: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+from shopsimrl.agent.result import EpisodeResult
+from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
 
 #: (scored, reward) for one episode; success is reward == 1.
 Outcome = Callable[[EpisodeSpec], tuple[bool, float | None]]
@@ -59,15 +37,16 @@ def synthetic_runner(
 ) -> EpisodeRunner:
     """A runner whose episodes take ``delay`` seconds (``asyncio.sleep``) and end with ``outcome``."""
 
-    async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeLike:
+    async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeResult:
         seconds = delay(spec) if callable(delay) else delay
         await asyncio.sleep(seconds)
         meter.env_steps += env_steps
         scored, reward = outcome(spec)
-        return SyntheticEpisode(
+        return EpisodeResult(
             task_id=spec.task_id,
             rollout_id=spec.rollout_id,
             seed=spec.seed,
+            policy="synthetic",
             scored=scored,
             reward=reward if scored else None,
             strict_reward=reward if scored else None,

@@ -5,7 +5,7 @@
 - the consecutive-failure stop (:class:`ConsecutiveFailureGuard`, :class:`TooManyTechnicalFailures`);
 - the wave loop as a sans-I/O state machine (:class:`WaveController`, its :class:`State` and the table
   :data:`TRANSITIONS` of what each state allows) and its replay (:func:`replay`);
-- the SPEC §7 metrics, GRPO advantages and the optimizer-update split.
+- the docs/dynamic-sampling.md §7 metrics, GRPO advantages and the optimizer-update split.
 """
 
 from shopsimrl.sampling.advantages import GRPO_EPSILON, grpo_advantages

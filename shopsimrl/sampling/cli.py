@@ -18,14 +18,14 @@ from shopsimrl.sampling.knobs import (
     KnobError,
 )
 
-#: Built-in supplies: (verdict, duration) lists that illustrate SPEC sections.
+#: Built-in supplies: (verdict, duration) lists that illustrate sections of docs/dynamic-sampling.md.
 EXAMPLES: dict[str, tuple[str, list[tuple[str, float]]]] = {
     "spec4": (
-        "SPEC §4: 16 zero-std finish first, then 2 more zero-std, then 14 with spread",
+        "docs/dynamic-sampling.md §4: 16 zero-std finish first, then 2 more zero-std, then 14 with spread",
         [("zero_std", 1.0)] * 16 + [("zero_std", 2.0)] * 2 + [("varied", 3.0)] * 14,
     ),
     "technical-waves": (
-        "SPEC §5: 7 technical for every varied group: technical drops force a second, third and fourth wave",
+        "docs/dynamic-sampling.md §5: 7 technical for every varied group: technical drops force a second, third and fourth wave",
         ([("technical", 1.0)] * 7 + [("varied", 1.0)]) * 16,
     ),
 }

@@ -1,4 +1,4 @@
-"""``WaveController``: slime's over-sampling loop as a sans-I/O state machine (SPEC §3-§5, §8).
+"""``WaveController``: slime's over-sampling loop as a sans-I/O state machine (docs/dynamic-sampling.md §3-§5, §8).
 
 It is told "these groups finished, with these verdicts" and answers one decision
 per group, and "submit N new groups now".  Time, tasks and sockets live outside

@@ -1,4 +1,4 @@
-"""The filter's answer for a verdict and slime's drop rule (SPEC §2-§3).
+"""The filter's answer for a verdict and slime's drop rule (docs/dynamic-sampling.md §2-§3).
 
 ``FilterOutput`` has the fields of slime's ``DynamicFilterOutput``; the slime
 adapter converts it.  ``should_drop`` is slime's

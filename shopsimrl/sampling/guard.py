@@ -1,4 +1,4 @@
-"""The consecutive-failure stop (SPEC §2.1): too many technical groups in a row end the run.
+"""The consecutive-failure stop (docs/dynamic-sampling.md §2.1): too many technical groups in a row end the run.
 
 slime gives the filter no state, so this counter is the one piece of state that
 must live across filter calls (and across rollout steps); it is an explicit

@@ -1,4 +1,4 @@
-"""The dynamic-sampling knobs, their defaults (SPEC §1) and their validation: one place per fact."""
+"""The dynamic-sampling knobs, their defaults (docs/dynamic-sampling.md §1) and their validation: one place per fact."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ DEFAULT_OVER_SAMPLING_BATCH_SIZE = 32
 DEFAULT_GLOBAL_BATCH_SIZE = 64
 DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 8
 
-#: Two unique-rollout rewards closer than this are "equal" (SPEC §2).
+#: Two unique-rollout rewards closer than this are "equal" (docs/dynamic-sampling.md §2).
 ZERO_STD_EPSILON = 1e-6
 
 
@@ -20,7 +20,7 @@ class KnobError(ValueError):
 
 @dataclass(frozen=True)
 class SamplingKnobs:
-    """The SPEC §1 knobs with the defaults of ``run_full_train.sh``."""
+    """The docs/dynamic-sampling.md §1 knobs with the defaults of ``run_full_train.sh``."""
 
     rollout_batch_size: int = DEFAULT_ROLLOUT_BATCH_SIZE
     n_samples_per_prompt: int = DEFAULT_N_SAMPLES_PER_PROMPT

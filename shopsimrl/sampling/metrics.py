@@ -1,4 +1,4 @@
-"""The SPEC §7 metrics of one rollout step, plus the waste figures no peer reports.
+"""The docs/dynamic-sampling.md §7 metrics of one rollout step, plus the waste figures no peer reports.
 
 One function serves the standalone runtime and slime's metric hooks.  Every
 trajectory is counted once per ``(group_index, rollout_id)``: fan-out segments
@@ -29,8 +29,8 @@ ZERO_STD_GROUP_DROP_COUNT = PREFIX + "zero_std_group_drop_count"
 ZERO_STD_GROUP_DROP_RATE = PREFIX + "zero_std_group_drop_rate"
 WASTE_PREFIX = PREFIX + "waste/"
 
-#: The keys of SPEC §7 that this module computes (slime's drop_<reason> keys come from slime itself).
-SPEC_KEYS = (
+#: The keys of docs/dynamic-sampling.md §7 that this module computes (slime's drop_<reason> keys come from slime itself).
+STEP_METRIC_KEYS = (
     TRAJECTORY_COUNT,
     GROUP_COUNT,
     TRAIN_TRAJECTORY_COUNT,
@@ -113,7 +113,7 @@ def rollout_step_metrics(
     waste: WasteCounts | None = None,
     n_samples_per_prompt: int | None = None,
 ) -> dict[str, float]:
-    """The SPEC §7 keys for one step.
+    """The docs/dynamic-sampling.md §7 keys for one step.
 
     ``completed``: every group whose generation finished (kept, dropped, surplus;
     aborted work excluded).  ``trained_group_indices``: the ``group_index`` of the

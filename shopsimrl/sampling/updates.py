@@ -1,4 +1,4 @@
-"""How kept groups become optimizer updates (SPEC §6): whole groups, ``global_batch_size`` episodes each.
+"""How kept groups become optimizer updates (docs/dynamic-sampling.md §6): whole groups, ``global_batch_size`` episodes each.
 
 slime sorts the kept groups by index before training; the split cuts that order
 into consecutive chunks.  The split never changes which groups were kept.

@@ -1,4 +1,4 @@
-"""Verdicts: what a fully generated group is worth to GRPO (SPEC §2).
+"""Verdicts: what a fully generated group is worth to GRPO (docs/dynamic-sampling.md §2).
 
 A group is a flat list of slime-like samples, or a list of lists when one
 multi-turn trajectory fans out into several token-contiguous training samples.

@@ -60,7 +60,7 @@ KNOB_VARIABLES = (
 CUSTOM_CONFIG_NAME = "shopsim_slime_config.yaml"
 #: Old variable names still read for one release (with a message on stderr), by their new name.
 DEPRECATED_VARIABLES: Mapping[str, str] = {"SHOPSIM_MAX_TURNS": "SHOPSIM_MAX_STEPS"}
-#: ``run_full_train.sh``'s own values (the SPEC §1 set-up: 16 spare slots per wave, 2 updates per step)
+#: ``run_full_train.sh``'s own values (the docs/dynamic-sampling.md §1 set-up: 16 spare slots per wave, 2 updates per step)
 #: and its env-server variables; it derives SHOPSIM_ENV_URL from ENV_HOST and ENV_PORT itself.
 FULL_RUN_DEFAULTS: Mapping[str, Any] = {
     "OVER_SAMPLING_BATCH_SIZE": DEFAULT_OVER_SAMPLING_BATCH_SIZE,
@@ -90,7 +90,7 @@ class TrainConfig:
     The defaults are those of ``run_shopsimrl_slime.sh`` run on its own: no spare
     over-sampling slots (``over_sampling_batch_size`` = ``rollout_batch_size``) and one
     optimizer update per step (``global_batch_size`` = rollout batch x n samples).
-    ``run_full_train.sh`` sets the SPEC §1 values (32 and 64).
+    ``run_full_train.sh`` sets the docs/dynamic-sampling.md §1 values (32 and 64).
     """
 
     # installation
@@ -107,7 +107,7 @@ class TrainConfig:
     prompt_data: str = _knob("PROMPT_DATA", DEFAULT_PROMPT_DATA, "prompt file from `shopsimrl data export`")
     run_dir: str = _knob("RUN_DIR", "runs/slime", "traces and the ShopSim custom config go here")
     num_rollout: int = _knob("NUM_ROLLOUT", 80, "rollout steps to train")
-    # dynamic sampling (SPEC §1)
+    # dynamic sampling (docs/dynamic-sampling.md §1)
     rollout_batch_size: int = _knob("ROLLOUT_BATCH_SIZE", DEFAULT_ROLLOUT_BATCH_SIZE, "groups kept per step")
     n_samples_per_prompt: int = _knob("N_SAMPLES_PER_PROMPT", DEFAULT_N_SAMPLES_PER_PROMPT, "siblings per group")
     over_sampling_batch_size: int | None = _knob(
@@ -171,7 +171,7 @@ class TrainConfig:
 
     @property
     def knobs(self) -> SamplingKnobs:
-        """The SPEC §1 knobs, validated by the sampling core (its messages name the fix)."""
+        """The docs/dynamic-sampling.md §1 knobs, validated by the sampling core (its messages name the fix)."""
         rbs, n = self.rollout_batch_size, self.n_samples_per_prompt
         return SamplingKnobs(
             rollout_batch_size=rbs,

@@ -19,7 +19,7 @@ from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
 from shopsimrl.sampling.verdict import DEFAULT_REWARD_KEY, is_scored, iter_samples, rollout_key, sample_reward
 from shopsimrl.slime.defaults import DEFAULT_TRACE_DIR
 
-# reward_detail keys the env reports once an episode ends (SPEC §7: r_strict, r_success).
+# reward_detail keys the env reports once an episode ends (docs/dynamic-sampling.md §7: r_strict, r_success).
 STRICT_KEY = "r_strict"
 SUCCESS_KEY = "r_success"
 
@@ -101,7 +101,7 @@ def group_outcome(group: Sequence[Any], key: str) -> GroupOutcome:
         raise ValueError("a completed group has no samples")
     group_index = samples[0].group_index
     if group_index is None:
-        raise ValueError("completed samples carry no group_index; the SPEC §7 metrics count groups by it")
+        raise ValueError("completed samples carry no group_index; the docs/dynamic-sampling.md §7 metrics count groups by it")
     return GroupOutcome(group_index=group_index, trajectories=[trajectory_outcome(s, key) for s in samples])
 
 

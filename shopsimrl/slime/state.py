@@ -5,7 +5,7 @@ gets ``(args, group)`` and nothing else, the metric hooks are separate calls of
 the same rollout step.  Whatever must outlive a call therefore has to live in the
 hook module's process:
 
-- the consecutive-failure streak (SPEC §2.1), which spans filter calls and steps;
+- the consecutive-failure streak (docs/dynamic-sampling.md §2.1), which spans filter calls and steps;
 - the completed groups of the current step, handed from
   ``--rollout-all-samples-process-path`` to ``--custom-rollout-log-function-path``;
 - caches that are expensive to rebuild per call (the tokenizer, slime's filter class);

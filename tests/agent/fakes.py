@@ -1,9 +1,11 @@
 """Test doubles for the agent tests (imported as ``agent.fakes``; ``tests`` is on the pytest path): a tiny in-memory shop and a scripted policy.
 
-The fake shop follows the real env's contract (``shopsimrl.env.types``): search page
--> results -> product -> ``buy now``; a click value not on the page is answered with
-``unavailable_action`` feedback; every lease must be released.  Failure injection
-(``fail_on``, ``reward_override``, ``block_on``) drives the loop's error paths.
+The fake shop follows the real env's contract (``shopsimrl.env.types``; it passes
+``shopsimrl.env.conformance.check_env_client``, tests/env/test_conformance.py): search page
+-> results -> item -> ``buy now`` once every option is chosen; invalid actions are answered
+with the real feedback codes; stale leases, ended episodes and unknown tasks raise the real
+error classes; every lease must be released.  Failure injection (``fail_on``,
+``reward_override``, ``block_on``) drives the loop's error paths.
 """
 
 from __future__ import annotations
@@ -11,20 +13,29 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
+from shopsimrl.env.search import MAX_QUERY_CHARS
 from shopsimrl.env.types import (
+    TERMINATE_REASONS,
+    BadRequestError,
     EnvError,
+    EpisodeFinishedError,
     LeaseConflictError,
+    NoFreeSlotError,
     Observation,
     ResetResult,
+    QueryTooLongError,
     StepResult,
     Task,
     UnknownTaskError,
 )
+
+ACTION = re.compile(r"^(search|click)\[(.*)\]$", re.S)
 
 TASK = Task(
     task_id="t-1",
@@ -63,12 +74,12 @@ def _click_tool(values: Sequence[str]) -> dict[str, Any]:
 PAGES: dict[str, list[str]] = {
     "search": [],
     "results": ["back to search", "p1", "p2"],
-    "product": ["back to search", "< prev", "size=9", "size=10", "buy now"],
+    "item": ["back to search", "< prev", "size=9", "size=10", "buy now"],
 }
 
 
-def observation(page: str) -> Observation:
-    clickables = PAGES.get(page, [])
+def observation(page: str, *, size_chosen: bool = True) -> Observation:
+    clickables = [c for c in PAGES.get(page, []) if size_chosen or c != "buy now"]  # buy once options are chosen
     tools = [_search_tool()] if page == "search" else ([_click_tool(clickables)] if clickables else [])
     text = f"[{page} page] clickables: {', '.join(clickables) or '-'}"
     return Observation(text=text, state={"page": page, "clickables": clickables}, tools=tools)
@@ -85,6 +96,7 @@ class FakeEnv:
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, Any]] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
+    slots: int = 64
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
     @property
@@ -103,6 +115,8 @@ class FakeEnv:
         await self._maybe("reset")
         if task_id != TASK.task_id:
             raise UnknownTaskError(task_id)
+        if len(self.leases) >= self.slots:
+            raise NoFreeSlotError(f"all {self.slots} slots are leased")
         lease = f"lease-{next(self._ids)}"
         self.leases[lease] = {"page": "search", "done": False, "product": None, "size": None, "steps": 0}
         return ResetResult(lease_id=lease, task=TASK, observation=observation("search"))
@@ -111,6 +125,12 @@ class FakeEnv:
         if lease_id not in self.leases:
             raise LeaseConflictError(lease_id)
         return self.leases[lease_id]
+
+    def _live(self, lease_id: str) -> dict[str, Any]:
+        s = self._session(lease_id)
+        if s["done"]:
+            raise EpisodeFinishedError("the episode has ended; release the lease")
+        return s
 
     def _end(self, s: dict[str, Any], reward: float, reason: str, *, terminated: bool) -> StepResult:
         s["done"] = True
@@ -128,49 +148,79 @@ class FakeEnv:
     async def step(self, lease_id: str, action: str) -> StepResult:
         self.calls.append(("step", action))
         await self._maybe("step")
-        s = self._session(lease_id)
+        s = self._live(lease_id)
+        feedback, bought = self._apply(s, action)  # raises QueryTooLongError before the step counts
         s["steps"] += 1
-        page = s["page"]
-        feedback = None
-        if action.startswith("search[") and page == "search":
-            s["page"] = "results"
-        elif action.startswith("search["):
-            feedback = {"code": "search_unavailable", "message": "there is no search box on this page"}
-        elif action.startswith("click[") and action[6:-1] in PAGES.get(page, []):
-            value = action[6:-1]
-            if value == "back to search":
-                s["page"] = "search"
-            elif page == "results":
-                s["page"], s["product"] = "product", value
-            elif value.startswith("size="):
-                s["size"] = value[5:]
-            elif value == "< prev":
-                s["page"] = "results"
-            elif value == "buy now":
-                ok = s["product"] == "p1" and s["size"] == "9"
-                return self._end(s, 1.0 if ok else 0.0, "purchase", terminated=True)
-        else:
-            feedback = {"code": "unavailable_action", "message": f"{action} is not on this page"}
+        if bought is not None:
+            return self._end(s, bought, "purchase", terminated=True)
         info = {"feedback": feedback, "reward_detail": None, "end_reason": None, "steps": s["steps"]}
-        return StepResult(observation=observation(s["page"]), reward=None, terminated=False, truncated=False, info=info)
+        size_chosen = s["size"] is not None or s["page"] != "item"
+        return StepResult(observation=observation(s["page"], size_chosen=size_chosen), reward=None,
+                          terminated=False, truncated=False, info=info)
+
+    @staticmethod
+    def _apply(s: dict[str, Any], action: str) -> tuple[dict[str, str] | None, float | None]:
+        """(feedback, reward of a purchase) for one action, changing the session in place."""
+        match = ACTION.match(action)
+        if match is None:
+            return {"code": "invalid_format", "message": "use search[<query>] or click[<value>]"}, None
+        kind, argument = match.group(1), match.group(2).strip()
+        if not argument:
+            return {"code": "empty_argument", "message": f"{kind}[] needs an argument"}, None
+        page = s["page"]
+        if kind == "search":
+            if page != "search":
+                return {"code": "search_unavailable", "message": "there is no search box on this page"}, None
+            if len(argument) > MAX_QUERY_CHARS:
+                raise QueryTooLongError(f"query is {len(argument)} characters; the limit is {MAX_QUERY_CHARS}")
+            s["page"] = "results"
+            return None, None
+        if page == "item" and argument == "buy now" and s["size"] is None:
+            return {"code": "incomplete_options", "message": "choose a size first"}, None
+        if argument not in PAGES.get(page, []):
+            return {"code": "unavailable_action", "message": f"{action} is not on this page"}, None
+        if argument == "back to search":
+            s["page"], s["product"], s["size"] = "search", None, None
+        elif page == "results":
+            s["page"], s["product"], s["size"] = "item", argument, None
+        elif argument.startswith("size="):
+            if s["size"] == argument[5:]:
+                return {"code": "already_selected", "message": f"{argument} is already selected"}, None
+            s["size"] = argument[5:]
+        elif argument == "< prev":
+            s["page"], s["product"], s["size"] = "results", None, None
+        elif argument == "buy now":
+            return None, 1.0 if s["product"] == "p1" and s["size"] == "9" else 0.0
+        return None, None
 
     async def terminate(self, lease_id: str, reason: str) -> StepResult:
         self.calls.append(("terminate", reason))
         await self._maybe("terminate")
-        s = self._session(lease_id)
+        if reason not in TERMINATE_REASONS:
+            raise BadRequestError(f"reason must be one of {', '.join(TERMINATE_REASONS)}, got {reason!r}")
+        s = self._live(lease_id)
         return self._end(s, 0.0, reason, terminated=False)
 
     async def release(self, lease_id: str) -> None:
         self.calls.append(("release", lease_id))
         await self._maybe("release")
-        self.leases.pop(lease_id, None)
+        if self.leases.pop(lease_id, None) is None:
+            raise LeaseConflictError("unknown, released or expired lease id")
         self.released.append(lease_id)
 
     async def list_tasks(self, split: str) -> list[str]:
-        return [TASK.task_id]
+        if split not in ("train", "val", "test"):
+            raise BadRequestError(f"unknown split {split!r}; expected one of train, val, test")
+        return [TASK.task_id] if split == TASK.split else []
 
     async def get_task(self, task_id: str) -> Task:
+        if task_id != TASK.task_id:
+            raise UnknownTaskError(task_id)
         return TASK
+
+    async def healthz(self) -> dict[str, Any]:
+        return {"ready": True, "slots": self.slots, "free_slots": self.slots - len(self.leases),
+                "leased": len(self.leases), "fingerprint": {"id": "fake-shop"}}
 
     async def aclose(self) -> None:
         return None
@@ -186,6 +236,8 @@ def raw_call(name: str, arguments: str, text: str | None = None) -> PolicyTurn:
 
 WINNING = [call("search", query="red hiking boots"), call("click", value="p1"), call("click", value="size=9"),
            call("click", value="buy now")]
+#: The page after each of WINNING's first three moves (``buy now`` is offered once the size is chosen).
+WINNING_PAGES = [observation("results"), observation("item", size_chosen=False), observation("item")]
 
 
 @dataclass

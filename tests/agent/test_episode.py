@@ -92,7 +92,7 @@ async def test_search_where_not_offered_and_empty_query_reach_the_env() -> None:
     policy = ScriptedPolicy([WINNING[0], call("search", query=""), *WINNING[1:]])
     result = await play(env, policy)
     assert result.protocol_errors == 0 and ("step", "search[]") in env.calls
-    assert policy.seen[2][1].code == "search_unavailable"
+    assert policy.seen[2][1].code == "empty_argument"  # as the real env: the action is parsed before the page is checked
 
 
 async def test_length_cut_without_tool_call_ends_as_generation_length(tmp_path: Path) -> None:

@@ -65,5 +65,5 @@ def test_a_length_cut_without_a_call_is_a_generation_cut() -> None:
 
 def test_offered_tool_names() -> None:
     assert offered_tool_names(observation("search").tools) == ["search"]
-    assert offered_tool_names(observation("product").tools) == ["click"]
+    assert offered_tool_names(observation("item").tools) == ["click"]
     assert offered_tool_names([{"name": "bare"}, {"function": "junk"}]) == ["bare"]

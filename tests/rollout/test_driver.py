@@ -24,7 +24,7 @@ from shopsimrl.sampling import (
     SamplingKnobs,
     TooManyTechnicalFailures,
 )
-from shopsimrl.sampling.metrics import SPEC_KEYS
+from shopsimrl.sampling.metrics import STEP_METRIC_KEYS
 
 
 def test_default_knobs_every_step_keeps_16_groups_in_2_updates_of_8_whole_groups(tmp_path):
@@ -234,7 +234,7 @@ def test_metrics_json_holds_the_spec_keys_and_waste_figures(tmp_path):
     assert [line["step"] for line in lines] == [1, 2]
     for k in (1, 2):
         metrics = read_json(result.paths.step(k).metrics)
-        for key in SPEC_KEYS:
+        for key in STEP_METRIC_KEYS:
             assert key in metrics
         for fate in ("submitted", "completed", "kept", "dropped", "surplus", "aborted"):
             assert f"rollout/shopsim/waste/groups_{fate}" in metrics

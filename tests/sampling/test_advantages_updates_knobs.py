@@ -1,4 +1,4 @@
-"""GRPO advantages by prompt and rollout, the optimizer-update split (SPEC §6) and knob validation."""
+"""GRPO advantages by prompt and rollout, the optimizer-update split (docs/dynamic-sampling.md §6) and knob validation."""
 
 import statistics
 

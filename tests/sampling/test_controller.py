@@ -1,4 +1,4 @@
-"""SPEC §3-§5 and §8: the wave loop as a state machine, rule by rule."""
+"""docs/dynamic-sampling.md §3-§5 and §8: the wave loop as a state machine, rule by rule."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""SPEC §2-§3: the filter's output, slime's drop rule and the consecutive-failure stop."""
+"""docs/dynamic-sampling.md §2-§3: the filter's output, slime's drop rule and the consecutive-failure stop."""
 
 import pytest
 

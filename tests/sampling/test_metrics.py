@@ -1,4 +1,4 @@
-"""SPEC §6-§7: metric keys, denominators and de-duplication."""
+"""docs/dynamic-sampling.md §6-§7: metric keys, denominators and de-duplication."""
 
 import pytest
 
@@ -23,7 +23,7 @@ def group(gi, rewards, scored=True):
 
 
 def test_keys_have_the_exact_spec_names():
-    assert m.SPEC_KEYS == (
+    assert m.STEP_METRIC_KEYS == (
         "rollout/shopsim/trajectory_count",
         "rollout/shopsim/group_count",
         "rollout/shopsim/train_trajectory_count",

@@ -1,4 +1,4 @@
-"""SPEC §3-§6 examples, run through ``replay``."""
+"""docs/dynamic-sampling.md §3-§6 examples, run through ``replay``."""
 
 import pytest
 

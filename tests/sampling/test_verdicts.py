@@ -1,4 +1,4 @@
-"""SPEC §2: the verdict of a fully generated group (technical / zero-std / varied)."""
+"""docs/dynamic-sampling.md §2: the verdict of a fully generated group (technical / zero-std / varied)."""
 
 import math
 from types import SimpleNamespace

@@ -36,7 +36,7 @@ WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", val
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
-    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "product"))]
+    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "item"))]
     template = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text()
     return build_tokenizer(tmp_path_factory.mktemp("qwen3-tokenizer"), corpus, template)
 

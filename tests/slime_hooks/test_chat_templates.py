@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent.fakes import TASK, FakeEnv, observation
+from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
 from scripted_sglang import ScriptedSGLang, build_tokenizer, serving
 from slime_double import Sample, slime_args
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
 from shopsimrl.env.pages import all_tools
+from shopsimrl.env.types import Observation
 from shopsimrl.slime.state import hook_state
 from shopsimrl.agent import DEFAULT_MAX_TURNS
 from shopsimrl.slime_runtime import generate
@@ -41,7 +42,6 @@ def tool_call(name: str, **arguments: Any) -> str:
 
 WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", value="p1"),
            tool_call("click", value="size=9"), tool_call("click", value="buy now")]
-PAGES = ["results", "product", "product"]  # the page after each of the first three moves
 REASONING = ["The user wants boots.", "p1 is red.", "Size 9 it is.", "Buy."]
 
 
@@ -51,7 +51,7 @@ def checkpoints(tmp_path_factory) -> dict[str, tuple[Path, Any]]:
     from transformers import AutoTokenizer
 
     corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *REASONING,
-              *(observation(p).text for p in ("search", "results", "product"))]
+              *(observation(p).text for p in ("search", "results", "item"))]
     out = {}
     for name in (QWEN3, QWEN25):
         path = build_tokenizer(tmp_path_factory.mktemp("tok"), corpus, (TEMPLATES / name).read_text())
@@ -88,16 +88,16 @@ async def run_episode(tokenizer, tokenizer_dir, tmp_path, replies: list[str], **
     return sample, requests
 
 
-def shown(page: str, turns_spent: int) -> str:
+def shown(page: Observation, turns_spent: int) -> str:
     """A page as the episode offers it: with the turns left of the hook's default cap."""
-    return with_turns_left(observation(page), DEFAULT_MAX_TURNS - turns_spent).text
+    return with_turns_left(page, DEFAULT_MAX_TURNS - turns_spent).text
 
 
 def history(replies: list[str]) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
                 {"role": "user", "content": first_user_message(TASK, with_turns_left(observation("search"),
                                                                                    DEFAULT_MAX_TURNS))}]
-    for spent, (reply, page) in enumerate(zip(replies, [*PAGES, None]), start=1):
+    for spent, (reply, page) in enumerate(zip(replies, [*WINNING_PAGES, None]), start=1):
         messages.append({"role": "assistant", "content": reply})
         if page is not None:
             messages.append({"role": "tool", "content": shown(page, spent)})
@@ -109,7 +109,7 @@ def expected_stream(tokenizer, replies: list[str], header: str) -> str:
     messages = history(replies)
     text = tokenizer.apply_chat_template(messages[:2], tools=all_tools(), tokenize=False, add_generation_prompt=True,
                                          enable_thinking=header != EMPTY_THINK)
-    for spent, (reply, page) in enumerate(zip(replies, [*PAGES, None]), start=1):
+    for spent, (reply, page) in enumerate(zip(replies, [*WINNING_PAGES, None]), start=1):
         text += reply + END
         if page is not None:
             text += f"\n<|im_start|>user\n<tool_response>\n{shown(page, spent)}\n</tool_response>{END}\n"

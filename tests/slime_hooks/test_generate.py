@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from agent.fakes import TASK, FakeEnv, observation
+from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from scripted_sglang import END, build_tokenizer, serving
@@ -55,7 +55,7 @@ WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", val
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
-    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "product"))]
+    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "item"))]
     return build_tokenizer(tmp_path_factory.mktemp("tokenizer"), corpus, CHAT_TEMPLATE)
 
 
@@ -169,8 +169,7 @@ async def test_a_whole_episode_is_token_exact(kit, sglang, tokenizer, tokenizer_
     assert trace["scored"] is True and Path(sample.metadata["shopsim_trace_path"]).parent.name == "group_2"
 
     # the decoded tokens are the conversation, as the chat template renders it
-    pages = ["results", "product", "product"]
-    shown = [with_turns_left(observation(page), 30 - turn).text for turn, page in enumerate(["search", *pages])]
+    shown = [with_turns_left(page, 30 - turn).text for turn, page in enumerate([observation("search"), *WINNING_PAGES])]
     messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
                 {"role": "user", "content": f"Instruction: {TASK.instruction}\n\n{shown[0]}"}]
     for reply, page_text in zip(WINNING, [*shown[1:], None]):

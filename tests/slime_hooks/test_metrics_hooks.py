@@ -1,4 +1,4 @@
-"""The metric hooks add the SPEC §7 keys to slime's metric dict, with values from sampling.rollout_step_metrics."""
+"""The metric hooks add the docs/dynamic-sampling.md §7 keys to slime's metric dict, with values from sampling.rollout_step_metrics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD, dynamic_filter_drop_key
-from shopsimrl.sampling.metrics import SPEC_KEYS
+from shopsimrl.sampling.metrics import STEP_METRIC_KEYS
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_metrics import enrich_rollout_metrics, record_generated_rollout_groups
 
@@ -29,7 +29,7 @@ def test_spec_keys_and_values(kit):
     trained = varied + all_wrong  # slime flattens the kept groups before logging
     assert enrich_rollout_metrics(7, args, trained, slime_metrics, 12.5) is False
     p = "rollout/shopsim/"
-    assert set(SPEC_KEYS) <= set(slime_metrics)
+    assert set(STEP_METRIC_KEYS) <= set(slime_metrics)
     assert slime_metrics[p + "trajectory_count"] == 16
     assert slime_metrics[p + "group_count"] == 4
     assert slime_metrics[p + "train_trajectory_count"] == 8

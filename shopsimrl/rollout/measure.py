@@ -1,9 +1,11 @@
 """Measuring a policy the way the dynamic-sampling filter will see it: groups of sibling episodes.
 
 Used to tune the heuristic, by its tests, and to produce the numbers in docs/agent.md
-(``python -m shopsimrl.agent.measure``).  A group's type follows the filter's view
-of rewards (SPEC §2): ``varied`` when the siblings' rewards spread by more than
-1e-6, else ``all_success`` / ``all_fail`` / ``same_partial`` by the common reward.
+(``python -m shopsimrl.rollout.measure``).  The groups run on the rollout's own group
+runner (:func:`~shopsimrl.rollout.group.run_group`: the agent's episode loop, the
+global episode-slot limit, a runner failure turned into a technical sibling) and get
+the rollout's own label (:func:`~shopsimrl.rollout.group.classify`), so a measured
+``varied`` is exactly a group the filter keeps (docs/dynamic-sampling.md §2).
 """
 
 from __future__ import annotations
@@ -13,29 +15,17 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shopsimrl.agent.episode import DEFAULT_MAX_TURNS, EpisodeResult, run_episode
-from shopsimrl.agent.policy import Policy
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
-from shopsimrl.env.types import EnvClient
-from shopsimrl.sampling import Verdict, group_verdict
+from shopsimrl.rollout.group import CLASSIFICATIONS, EpisodeSlots, EpisodeSpec, GroupRun, run_group
+from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
+from shopsimrl.rollout.runner import agent_runner
 
-GROUP_TYPES = ("varied", "all_success", "all_fail", "same_partial", "technical")
-
-
-def group_type(results: Sequence[EpisodeResult]) -> str:
-    """The filter's verdict (``sampling.group_verdict``), with zero-std groups split by their common reward."""
-    verdict = group_verdict(
-        [{"index": i, "reward": r.reward, "metadata": {"shopsim_scored": r.scored}} for i, r in enumerate(results)]
-    )
-    if verdict is not Verdict.ZERO_STD:
-        return verdict.value  # "technical" | "varied"
-    if all(r.success == 1.0 for r in results):
-        return "all_success"
-    return "all_fail" if not results[0].reward else "same_partial"
+if TYPE_CHECKING:
+    from shopsimrl.agent.policy import Policy
+    from shopsimrl.env.types import EnvClient
 
 
 @dataclass(frozen=True)
@@ -43,7 +33,7 @@ class Measurement:
     episodes: int
     success_rate: float
     reward_mean: float
-    group_types: dict[str, int]
+    group_types: dict[str, int]  # label (rollout.group.CLASSIFICATIONS) -> groups
     per_task_success: dict[str, float]
     end_reasons: dict[str, int]
     mean_turns: float
@@ -62,10 +52,27 @@ class Measurement:
         }
 
 
-def _histogram(rates: Any) -> dict[str, int]:
+def _histogram(rates: Iterable[float]) -> dict[str, int]:
     """How many tasks had 0/8, 1/8 ... 8/8 successes (keys are the success share)."""
     counts = Counter(f"{rate:.3f}" for rate in rates)
     return dict(sorted(counts.items()))
+
+
+def measurement_groups(task_ids: Sequence[str], *, siblings: int, seed: int) -> list[GroupRun]:
+    """One group per task; sibling ``s`` has seed ``seed * 1000 + s`` on every task (no traces written)."""
+    return [
+        GroupRun(
+            index=index,
+            wave=1,
+            task_id=task_id,
+            specs=[
+                EpisodeSpec(task_id=task_id, rollout_id=f"{task_id}/{s}", seed=seed * 1000 + s, trace_path=None,
+                            group_index=index, sibling=s)
+                for s in range(siblings)
+            ],
+        )
+        for index, task_id in enumerate(task_ids)
+    ]
 
 
 async def measure(
@@ -78,27 +85,23 @@ async def measure(
     max_turns: int = DEFAULT_MAX_TURNS,
     concurrency: int = 64,
 ) -> Measurement:
-    """Play ``siblings`` episodes of every task (seeds ``seed*1000 + sibling``) and summarize them."""
+    """Play ``siblings`` episodes of every task, at most ``concurrency`` at once, and summarize them."""
     started = time.monotonic()
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(task_id: str, sibling: int) -> EpisodeResult:
-        async with gate:
-            return await run_episode(env, policy, task_id, rollout_id=f"{task_id}/{sibling}",
-                                     seed=seed * 1000 + sibling, max_turns=max_turns)
-
-    groups = await asyncio.gather(*(asyncio.gather(*(one(t, s) for s in range(siblings))) for t in task_ids))
-    flat = [r for group in groups for r in group]
-    scored = [r for r in flat if r.scored]
-    types = Counter(group_type(group) for group in groups)
+    runner = agent_runner(env, policy, max_turns=max_turns)
+    slots = EpisodeSlots(concurrency)
+    groups = measurement_groups(task_ids, siblings=siblings, seed=seed)
+    await asyncio.gather(*(run_group(group, runner, slots) for group in groups))
+    flat = [ep for group in groups for ep in group.episodes]
+    scored = [ep for ep in flat if ep.scored]
+    labels = Counter(group.classification for group in groups)
     return Measurement(
         episodes=len(flat),
-        success_rate=sum(r.success or 0.0 for r in scored) / max(1, len(scored)),
-        reward_mean=sum(r.reward or 0.0 for r in scored) / max(1, len(scored)),
-        group_types={t: types.get(t, 0) for t in GROUP_TYPES},
-        per_task_success={t: sum(r.success or 0.0 for r in g) / len(g) for t, g in zip(task_ids, groups)},
-        end_reasons=dict(Counter(r.end_reason or "none" for r in flat)),
-        mean_turns=sum(r.turns for r in flat) / max(1, len(flat)),
+        success_rate=sum(ep.success or 0.0 for ep in scored) / max(1, len(scored)),
+        reward_mean=sum(ep.reward or 0.0 for ep in scored) / max(1, len(scored)),
+        group_types={label: labels.get(label, 0) for label in CLASSIFICATIONS},
+        per_task_success={g.task_id: sum(ep.success or 0.0 for ep in g.episodes) / len(g.episodes) for g in groups},
+        end_reasons=dict(Counter(ep.end_reason or "none" for ep in flat)),
+        mean_turns=sum(ep.turns for ep in flat) / max(1, len(flat)),
         seconds=time.monotonic() - started,
     )
 
@@ -121,7 +124,9 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Success rate and group types of the heuristic policy.")
+    from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
+
+    parser = argparse.ArgumentParser(description="Success rate and group labels of the heuristic policy.")
     parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS)
     parser.add_argument("--catalog-seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--cache-dir", default=None)
