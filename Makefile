@@ -14,9 +14,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## make demo: three dynamic-sampling rollout steps on the embedded default (in-process ShopSim, heuristic policy)
+## make demo: three dynamic-sampling rollout steps on the embedded default (in-process ShopSim, heuristic policy);
+## each demo replaces the previous one in runs/demo (a demo still running holds its lock and is never replaced)
 demo: $(STAMP)
-	$(VENV)/bin/shopsimrl rollout --steps 3 --name demo
+	$(VENV)/bin/shopsimrl rollout --steps 3 --name demo --overwrite
 
 ## make test: the whole test suite but the fault matrix (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too
 test: $(STAMP)
