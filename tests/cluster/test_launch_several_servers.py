@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from local_processes import alive, free_ports
 
 from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.pool import EnvPool
@@ -22,33 +23,6 @@ from shopsimrl.slime.launch import LaunchError, TrainConfig
 ROOT = Path(__file__).resolve().parents[2]
 FULL = ROOT / "scripts" / "run_full_train.sh"
 TOKEN = "launch-test-token-0123456789"
-
-
-def free_port_run(n: int) -> int:
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        try:
-            for port in range(first, first + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-    raise RuntimeError("no run of free ports")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def script_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -106,7 +80,7 @@ def test_dry_runs_print_the_several_servers_commands(tmp_path: Path) -> None:
 
 def test_full_run_with_env_processes_starts_and_stops_real_servers(tmp_path: Path, catalog_cache: Path,
                                                                    default_catalog: Path) -> None:
-    port = free_port_run(2)
+    port = free_ports(2)
     result = subprocess.run(["bash", str(FULL)], capture_output=True, text=True, cwd=tmp_path, timeout=180,
                             env=script_env(tmp_path, ENV_PROCESSES="2", ENV_PORT=str(port),
                                            SHOPSIMRL_CACHE=str(catalog_cache)))

@@ -19,42 +19,9 @@ import httpx
 import pytest
 
 from catalogs import SMALL_PRODUCTS, SMALL_SEED
+from local_processes import alive, free_ports
 
 CATALOG = ["--products", str(SMALL_PRODUCTS), "--seed", str(SMALL_SEED)]
-
-
-def free_ports(n: int) -> int:
-    """A first port p with p..p+n-1 free right now (loopback)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + n > 65535:
-            continue
-        ok = True
-        for port in range(first, first + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return first
-    raise RuntimeError("no run of free ports")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (exited, not yet reaped by its parent) counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_gone(pids: list[int], timeout: float = 20.0) -> None:
