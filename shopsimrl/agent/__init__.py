@@ -12,8 +12,9 @@ Names load on first use, so a module that only needs the episode record
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from shopsimrl.lazy import lazy_names
 
 if TYPE_CHECKING:
     from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
@@ -63,14 +64,4 @@ def make_policy(name: str, **options: Any) -> Policy:
 __all__ = ["POLICY_NAMES", "make_policy", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'shopsimrl.agent' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
