@@ -18,6 +18,7 @@ Counters are read from the test's thread: ``generate_calls`` (requests received)
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -34,6 +35,22 @@ from starlette.requests import ClientDisconnect
 END = "<|im_end|>"
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+
+def tool_call(name: str, **arguments: Any) -> str:
+    """A tool call as a Qwen-style model writes it in its reply."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+#: The model's four replies that buy the fake shop's goal product (tests/agent/fakes.py), as text.
+WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", value="p1"),
+           tool_call("click", value="size=9"), tool_call("click", value="buy now")]
+
+#: A minimal chat template (role headers, no tool rendering) for tests that only need a tokenizer.
+PLAIN_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
 
 #: (text, finish type); "stop" appends the end-of-turn token, as a model stopping there would emit it.
 Reply = tuple[str, str]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import slime_double
 from agent.fakes import TASK, FakeEnv, observation
-from scripted_sglang import ScriptedSGLang, build_tokenizer, serving
+from scripted_sglang import WINNING, ScriptedSGLang, build_tokenizer, serving
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
@@ -26,12 +26,6 @@ from shopsimrl.slime.state import hook_state
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
 
 
-def tool_call(name: str, **arguments: Any) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", value="p1"),
-           tool_call("click", value="size=9"), tool_call("click", value="buy now")]
 
 
 @pytest.fixture(scope="module")

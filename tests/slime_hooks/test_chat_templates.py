@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
-from scripted_sglang import ScriptedSGLang, build_tokenizer, serving
+from scripted_sglang import WINNING, ScriptedSGLang, build_tokenizer, serving
 from slime_double import Sample, slime_args
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
@@ -36,12 +36,6 @@ EMPTY_THINK = "<think>\n\n</think>\n\n"
 END = "<|im_end|>"
 
 
-def tool_call(name: str, **arguments: Any) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", value="p1"),
-           tool_call("click", value="size=9"), tool_call("click", value="buy now")]
 REASONING = ["The user wants boots.", "p1 is red.", "Size 9 it is.", "Buy."]
 
 

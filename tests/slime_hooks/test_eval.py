@@ -8,22 +8,16 @@ from pathlib import Path
 
 import pytest
 from agent.fakes import TASK, FakeEnv
-from scripted_sglang import ScriptedSGLang, build_tokenizer, serving
+from scripted_sglang import PLAIN_CHAT_TEMPLATE, ScriptedSGLang, build_tokenizer, serving
 from slime_double import Sample, slime_args
 
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_metrics import drop_unscored_eval_episodes
 from shopsimrl.slime_runtime import generate
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-
-
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    return build_tokenizer(tmp_path_factory.mktemp("tok"), ["thinking out loud", TASK.instruction], CHAT_TEMPLATE)
+    return build_tokenizer(tmp_path_factory.mktemp("tok"), ["thinking out loud", TASK.instruction], PLAIN_CHAT_TEMPLATE)
 
 
 def slime_rollout_id(monkeypatch, rollout_id: int) -> None:

@@ -20,7 +20,7 @@ import pytest
 from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from scripted_sglang import END, build_tokenizer, serving
+from scripted_sglang import END, WINNING, build_tokenizer, serving
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, with_turns_left
 from shopsimrl.env.pages import all_tools
@@ -45,12 +45,6 @@ CHAT_TEMPLATE = (
 )
 
 
-def tool_call(name: str, **arguments: Any) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-WINNING = [tool_call("search", query="red hiking boots"), tool_call("click", value="p1"),
-           tool_call("click", value="size=9"), tool_call("click", value="buy now")]
 
 
 @pytest.fixture(scope="module")
