@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -60,6 +60,7 @@ DEFAULT_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 30.0
 DEFAULT_PROBE_TIMEOUT = 2.0
 PROBE_TIMEOUTS_TO_DOWN = 3
+_UNKNOWN_LEASE = "unknown or released lease id (not issued through this env pool)"
 
 ClientFactory = Callable[[str], Any]
 
@@ -335,32 +336,29 @@ class EnvPool:
     def _server_of(self, lease_id: str) -> _Server:
         server = self._leases.get(lease_id)
         if server is None:
-            raise LeaseConflictError("unknown or released lease id (not issued through this env pool)")
+            raise LeaseConflictError(_UNKNOWN_LEASE)
         return server
 
-    async def step(self, lease_id: str, action: str) -> StepResult:
+    async def _on_lease(self, lease_id: str, call: Callable[[Any], Awaitable[StepResult]]) -> StepResult:
+        """``call(client)`` on the lease's own server; a server that fails it is marked (see ``_failed``)."""
         server = self._server_of(lease_id)
         try:
-            result: StepResult = await server.client.step(lease_id, action)
+            return await call(server.client)
         except EnvUnavailableError as exc:
             self._failed(server, exc)
             raise
-        return result
+
+    async def step(self, lease_id: str, action: str) -> StepResult:
+        return await self._on_lease(lease_id, lambda client: client.step(lease_id, action))
 
     async def terminate(self, lease_id: str, reason: str) -> StepResult:
-        server = self._server_of(lease_id)
-        try:
-            result: StepResult = await server.client.terminate(lease_id, reason)
-        except EnvUnavailableError as exc:
-            self._failed(server, exc)
-            raise
-        return result
+        return await self._on_lease(lease_id, lambda client: client.terminate(lease_id, reason))
 
     async def release(self, lease_id: str) -> None:
         """Forget the lease here first (so a dead server never holds our gate), then release it there."""
         server = self._leases.pop(lease_id, None)
         if server is None:
-            raise LeaseConflictError("unknown or released lease id (not issued through this env pool)")
+            raise LeaseConflictError(_UNKNOWN_LEASE)
         await self._release_slot(server)
         try:
             await server.client.release(lease_id)
