@@ -20,8 +20,14 @@ from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves
-from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES, PromptSelector
+from shopsimrl.sampling.adaptive import (
+    ADAPTIVE_EXPLORE_HORIZON_EPOCHS,
+    DEFAULT_CUSHION,
+    DEFAULT_WAVES,
+    WAVE_MODES,
+    AdaptiveWaves,
+)
+from shopsimrl.sampling.selector import DEFAULT_STRATEGY, EXPLORE_HORIZON_EPOCHS, STRATEGIES, PromptSelector
 
 
 def default_run_name() -> str:
@@ -84,6 +90,8 @@ async def run_rollout(
                                      extra_config=extra_config, paths=paths, learner=learner)
         finally:
             paths.unlock()
+    uses_selector = config.selection != "seed" or config.waves == "adaptive"
+    horizon = ADAPTIVE_EXPLORE_HORIZON_EPOCHS if config.waves == "adaptive" else EXPLORE_HORIZON_EPOCHS
     atomic_write_json(paths.config, {
         "name": config.name,
         "steps": config.steps,
@@ -94,10 +102,10 @@ async def run_rollout(
         "selection": config.selection,
         "waves": config.waves,
         **({"cushion": config.cushion} if config.waves == "adaptive" else {}),
+        **({"explore_horizon_epochs": horizon} if config.selection == "informative" else {}),
         **(extra_config or {}),
     })
     knobs = config.knobs
-    uses_selector = config.selection != "seed" or config.waves == "adaptive"
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
@@ -107,8 +115,8 @@ async def run_rollout(
         paths=paths,
         seed=config.seed,
         observer=observer,
-        selector=PromptSelector(task_ids, knobs.n_samples_per_prompt, config.selection, config.seed)
-        if uses_selector else None,
+        selector=PromptSelector(task_ids, knobs.n_samples_per_prompt, config.selection, config.seed,
+                                explore_horizon_epochs=horizon) if uses_selector else None,
         adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.cushion)
         if config.waves == "adaptive" else None,
         learner=learner,

@@ -7,20 +7,22 @@ Two strategies, one contract (``next_prompts`` / ``record`` / ``release`` /
   shuffled once per epoch with the seed, walked in order, nothing skipped.  A
   prompt met while it is still in flight is deferred and served first next time.
   A released prompt is consumed, as in slime without ``--partial-rollout``.
-- ``"informative"`` keeps, per prompt, a pass-rate estimate that forgets old
-  evidence (a decayed Beta posterior, as in MoPPS, arXiv 2507.04632) and from it
-  ``q = 1 − ẑ``, the predicted probability that the next group of ``n`` siblings
-  has reward spread (``ẑ`` is ``z(p) = pⁿ + (1−p)ⁿ`` averaged over the posterior).
-  Observed prompts with ``q >= SKIP_Q`` wait in ``LEVELS`` buckets by ``q``,
-  oldest first within a bucket; the others are *skipped*: they wait in one line,
-  oldest observation first.  Each pick takes the oldest prompt of the best
-  bucket, except that it takes a never-seen prompt when the never-seen prompts
-  left exceed the pro-rata share of an exploration horizon
-  (``EXPLORE_HORIZON_EPOCHS`` epochs' worth of picks), or when nothing seen
-  beats the population's prediction, so every prompt is tried, and a share ``RECHECK_SHARE`` re-checks the
-  prompt skipped the longest (GRESO, arXiv 2506.02177, saw ~20% of skipped
-  prompts become useful again).  Released prompts (aborted, surplus, technical)
-  go back to the front of their line: never lost.
+- ``"informative"`` estimates every prompt's pass rate under the current policy
+  with a shared skill and a per-prompt difficulty (:mod:`~shopsimrl.sampling.estimate`),
+  and from it ``q = 1 − ẑ``, the predicted probability that the next group of ``n``
+  siblings has reward spread.  ``q`` is highest where the pass rate is near 50%,
+  that is where a prompt's difficulty is near the policy's skill, so observed
+  prompts wait in buckets by difficulty and each pick takes the oldest prompt of
+  the bucket nearest the skill.  As the policy improves, the buckets it reaches
+  are the prompts that used to fail.  Observed prompts with ``q < SKIP_Q`` count
+  as *skipped*.  A pick takes a never-seen prompt instead when the never-seen
+  prompts left exceed the pro-rata share of an exploration horizon
+  (``EXPLORE_HORIZON_EPOCHS`` epochs' worth of picks), or when no observed prompt
+  beats the population's prediction, so every prompt is tried; and a share
+  ``RECHECK_SHARE`` of the picks re-checks the prompt observed the longest ago
+  (GRESO, arXiv 2506.02177, saw ~20% of skipped prompts become useful again).
+  Released prompts (aborted, surplus, technical) go back to the front of their
+  line: never lost.
 
 Every constant and its reason is in ``docs/efficient-sampling.md``.  Pure: no
 I/O, no clock; every random draw comes from one seeded ``random.Random`` whose
@@ -29,37 +31,39 @@ state is part of ``state_dict``.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
+from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, sigmoid, zero_spread_probability
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT, ZERO_STD_EPSILON
 
 STRATEGIES = ("seed", "informative")
 DEFAULT_STRATEGY = "seed"
 
-#: Beta(0.3, 0.3) prior: its predicted zero-spread share for 8 siblings (0.55) is the release run's first round (54%).
-PRIOR = 0.3
-#: Evidence kept when a prompt is observed again (MoPPS-style decay): the policy has moved since.
-DECAY = 0.8
-#: Buckets of the predicted spread probability q (informative): picks take the best bucket.
-LEVELS = 20
-#: A prompt with q below this is "skipped": it waits for a re-check.
+#: Width (logits of difficulty) of the buckets observed prompts wait in (informative).
+BUCKET_WIDTH = 0.25
+#: A prompt predicted to have spread less often than this is "skipped" (counted as such; it waits far from the skill).
 SKIP_Q = 0.5
 #: Exploration horizon, in epochs' worth of picks (one epoch = as many picks as there are prompts): every prompt
 #: is tried within this many picks (plus the re-tries of never-seen prompts that were aborted).  Exploration is
 #: paced: a pick explores whenever the never-seen prompts left exceed the pro-rata share of the horizon left, so
 #: it stops once everything is covered and late picks are never spent on it.
 EXPLORE_HORIZON_EPOCHS = 2.0
-#: Share of picks that re-check a skipped prompt.
+#: A pick explores (takes a never-seen prompt) whenever the best observed prompt's predicted q is below this.
+EXPLORE_Q = 0.7
+#: Share of picks that re-check the prompt observed the longest ago.
 RECHECK_SHARE = 0.05
 #: Decay of the population estimate used for prompts never seen (per first observation).
 POPULATION_DECAY = 0.98
 #: Pseudo-observations behind the population estimate's 50% start.
 POPULATION_PRIOR_WEIGHT = 2.0
+#: The outward bucket scan gives way to a scan of every bucket after this many steps (sparse buckets).
+_SCAN_LIMIT = 64
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 class NotEnoughPromptsError(ValueError):
@@ -70,20 +74,16 @@ class PromptStateError(ValueError):
     """``record`` / ``release`` for a prompt that is not in flight (or unknown)."""
 
 
-def zero_spread_probability(p: float, n: int) -> float:
-    """``z(p) = pⁿ + (1−p)ⁿ``: the chance that ``n`` siblings with pass rate ``p`` all agree."""
-    return p**n + (1.0 - p) ** n
-
-
-def beta_zero_spread(alpha: float, beta: float, n: int) -> float:
-    """``E[pⁿ + (1−p)ⁿ]`` for ``p ~ Beta(alpha, beta)``: exact, O(n)."""
-    up = down = 1.0
-    total = alpha + beta
-    for j in range(n):
-        d = total + j
-        up *= (alpha + j) / d
-        down *= (beta + j) / d
-    return up + down
+def skip_distance(n: int, skip_q: float = SKIP_Q) -> float:
+    """The logit distance from 50% beyond which a certain pass rate gives ``q < skip_q`` (bisection)."""
+    low, high = 0.0, 50.0
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        if 1.0 - zero_spread_probability(sigmoid(mid), n) < skip_q:
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 class PromptSelector:
@@ -96,42 +96,43 @@ class PromptSelector:
         strategy: str = DEFAULT_STRATEGY,
         seed: int = 0,
         *,
-        decay: float | None = None,
-        prior: float | None = None,
+        prior_sd: float | None = None,
         explore_horizon_epochs: float | None = None,
+        recheck_share: float | None = None,
+        explore_q: float | None = None,
     ) -> None:
-        decay = DECAY if decay is None else decay
-        prior = PRIOR if prior is None else prior
+        prior_sd = PRIOR_SD if prior_sd is None else prior_sd
         horizon = EXPLORE_HORIZON_EPOCHS if explore_horizon_epochs is None else explore_horizon_epochs
+        recheck = RECHECK_SHARE if recheck_share is None else recheck_share
+        explore_q = EXPLORE_Q if explore_q is None else explore_q
+        if not 0.0 <= explore_q <= 1.0:
+            raise ValueError(f"explore_q must be within [0, 1], got {explore_q!r}")
         if not horizon > 0.0:
             raise ValueError(f"explore_horizon_epochs must be > 0, got {horizon!r}")
+        if not 0.0 <= recheck <= 1.0:
+            raise ValueError(f"recheck_share must be within [0, 1], got {recheck!r}")
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if isinstance(n_samples_per_prompt, bool) or not isinstance(n_samples_per_prompt, int) or n_samples_per_prompt < 1:
             raise ValueError(f"n_samples_per_prompt must be an integer >= 1, got {n_samples_per_prompt!r}")
-        if not 0.0 <= decay < 1.0:
-            raise ValueError(f"decay must be within [0, 1) (evidence must fade), got {decay!r}")
-        if not prior > 0.0:
-            raise ValueError(f"prior must be > 0 (Beta pseudo-counts), got {prior!r}")
         ids = list(dict.fromkeys(prompt_ids))
         if not ids:
             raise ValueError("the prompt set is empty")
         self.strategy = strategy
         self.n = n_samples_per_prompt
         self.seed = seed
-        self.decay = decay
-        self.prior = prior
+        self.prior_sd = float(prior_sd)
         self.explore_horizon_epochs = float(horizon)
+        self.recheck_share = float(recheck)
+        self.explore_q = float(explore_q)
         self._ids = ids
         self._horizon = max(1, round(horizon * len(ids)))  # picks within which every prompt is tried
         self._picks = 0  # informative picks so far
         self._pos = {pid: i for i, pid in enumerate(ids)}
         count = len(ids)
-        self._succ = [0.0] * count  # decayed success evidence (sum of rewards in [0, 1])
-        self._fail = [0.0] * count  # decayed failure evidence
-        self._zhat = [0.0] * count  # predicted zero-spread, valid once observed
+        self._model = SkillModel(count, self.prior_sd)
+        self._skip_distance = skip_distance(self.n)
         self._observed = [0] * count  # groups recorded (or released with rewards)
-        self._last_zero = bytearray(count)  # the last observed group had zero spread
         self._chosen = bytearray(count)  # ever handed out
         self._chosen_count = 0
         self._in_flight: set[int] = set()
@@ -142,10 +143,11 @@ class PromptSelector:
         self._pop_zero = 0.0  # decayed count of first observations that had zero spread
         self._pop_seen = 0.0  # decayed count of first observations
         self._stats = _zero_stats()
-        # informative: never-seen prompts (shuffled) and observed ones in buckets by predicted spread
+        # informative: never-seen prompts (shuffled); observed ones in buckets by difficulty, each an ordered set
         self._unseen: deque[int] = deque()
-        self._levels: list[deque[int]] = [deque() for _ in range(LEVELS)]  # q >= SKIP_Q, by bucket
-        self._skipped: deque[int] = deque()  # q < SKIP_Q, oldest observation first: the re-check line
+        self._buckets: dict[int, dict[int, None]] = {}
+        self._bucket_of: dict[int, int] = {}  # observed prompts out of flight -> their bucket
+        self._age: deque[tuple[int, int]] = deque()  # (prompt, observations) oldest first; stale entries skipped
         if strategy == "informative":
             order = list(range(count))
             random.Random(f"shopsimrl-tasks/{seed}/0").shuffle(order)
@@ -230,12 +232,16 @@ class PromptSelector:
         return self._predict(i)
 
     def predicted_pass_rate(self, prompt_id: Hashable) -> float | None:
-        """Posterior mean pass rate, or ``None`` for a prompt never observed."""
+        """Predicted pass rate under the current policy, or ``None`` for a prompt never observed."""
         i = self._index(prompt_id)
         if not self._observed[i]:
             return None
-        a, b = self.prior + self._succ[i], self.prior + self._fail[i]
-        return a / (a + b)
+        return self._model.pass_rate(i, True)
+
+    @property
+    def skill(self) -> float:
+        """The policy's estimated skill (logits, from 0 at the start): the selector's view of training progress."""
+        return self._model.skill_mean
 
     def coverage(self) -> float:
         """Share of the prompts ever handed out."""
@@ -244,9 +250,10 @@ class PromptSelector:
     def pop_stats(self) -> dict[str, float]:
         """Counters since the previous call (then reset): chosen, explored (never seen before), re-checked
         (a skipped prompt tried again), released, the summed predicted zero-spread of the chosen prompts;
-        and ``skipped``: observed prompts now waiting below ``SKIP_Q`` (informative; 0 for seed)."""
+        and ``skipped``: observed prompts out of flight whose predicted ``q`` is below ``SKIP_Q``
+        (judged from their bucket; informative; 0 for seed)."""
         stats, self._stats = self._stats, _zero_stats()
-        stats["skipped"] = float(len(self._skipped))
+        stats["skipped"] = float(self._count_skipped())
         return stats
 
     # -- checkpoint ------------------------------------------------------------------------------
@@ -258,23 +265,21 @@ class PromptSelector:
             "strategy": self.strategy,
             "n_samples_per_prompt": self.n,
             "seed": self.seed,
-            "decay": self.decay,
-            "prior": self.prior,
+            "prior_sd": self.prior_sd,
             "explore_horizon_epochs": self.explore_horizon_epochs,
+            "recheck_share": self.recheck_share,
+            "explore_q": self.explore_q,
             "picks": self._picks,
             "prompt_ids": list(self._ids),
-            "succ": list(self._succ),
-            "fail": list(self._fail),
-            "zhat": list(self._zhat),
+            "model": self._model.state_dict(),
             "observed": list(self._observed),
-            "last_zero": list(self._last_zero),
             "chosen": list(self._chosen),
             "in_flight": sorted(self._in_flight),
             "order": list(self._order),
             "deferred": list(self._deferred),
             "unseen": list(self._unseen),
-            "levels": [list(level) for level in self._levels],
-            "skipped": list(self._skipped),
+            "buckets": [[key, list(bucket)] for key, bucket in self._buckets.items()],
+            "age": [list(entry) for entry in self._age if self._current(entry)],
             "epoch": self.epoch,
             "rng": [version, list(internal), gauss],
             "population": [self._pop_zero, self._pop_seen],
@@ -284,31 +289,31 @@ class PromptSelector:
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> PromptSelector:
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"selector state version {state.get('version')!r} is not {STATE_VERSION}")
+            raise ValueError(
+                f"selector state version {state.get('version')!r} is not {STATE_VERSION}: it was saved by another "
+                "version of shopsimrl; start the selector afresh (its estimates are rebuilt within an epoch)"
+            )
         sel = cls(
             state["prompt_ids"], state["n_samples_per_prompt"], state["strategy"], state["seed"],
-            decay=state["decay"], prior=state["prior"], explore_horizon_epochs=state["explore_horizon_epochs"],
+            prior_sd=state["prior_sd"], explore_horizon_epochs=state["explore_horizon_epochs"],
+            recheck_share=state["recheck_share"], explore_q=state["explore_q"],
         )
         sel._picks = int(state["picks"])
         count = len(sel._ids)
-        for name in ("succ", "fail", "zhat", "observed", "last_zero", "chosen"):
+        for name in ("observed", "chosen"):
             if len(state[name]) != count:
                 raise ValueError(f"selector state: {name} has {len(state[name])} entries for {count} prompts")
-        sel._succ = [float(x) for x in state["succ"]]
-        sel._fail = [float(x) for x in state["fail"]]
-        sel._zhat = [float(x) for x in state["zhat"]]
+        sel._model.load_state_dict(state["model"])
         sel._observed = [int(x) for x in state["observed"]]
-        sel._last_zero = bytearray(state["last_zero"])
         sel._chosen = bytearray(state["chosen"])
         sel._chosen_count = sum(sel._chosen)
         sel._in_flight = {int(i) for i in state["in_flight"]}
         sel._order = deque(int(i) for i in state["order"])
         sel._deferred = dict.fromkeys(int(i) for i in state["deferred"])
         sel._unseen = deque(int(i) for i in state["unseen"])
-        if len(state["levels"]) != LEVELS:
-            raise ValueError(f"selector state: {len(state['levels'])} buckets, this version has {LEVELS}")
-        sel._levels = [deque(int(i) for i in level) for level in state["levels"]]
-        sel._skipped = deque(int(i) for i in state["skipped"])
+        sel._buckets = {int(key): dict.fromkeys(int(i) for i in bucket) for key, bucket in state["buckets"]}
+        sel._bucket_of = {i: key for key, bucket in sel._buckets.items() for i in bucket}
+        sel._age = deque((int(i), int(seen)) for i, seen in state["age"])
         sel.epoch = int(state["epoch"])
         version, internal, gauss = state["rng"]
         sel._rng.setstate((version, tuple(internal), gauss))
@@ -331,22 +336,60 @@ class PromptSelector:
 
     def _pick(self) -> int:
         """Informative: one prompt (the caller checked that one is free)."""
-        levels = self._levels
-        top = next((lv for lv in range(LEVELS - 1, -1, -1) if levels[lv]), None)
-        best_q = (top + 1) / LEVELS if top is not None else 0.0
-        if self._unseen and (best_q <= self._population_q() or self._behind_exploration_schedule()):
+        best = self._nearest()
+        best_q = 1.0 - self._predict(best) if best is not None else 0.0
+        if self._unseen and (best_q < self.explore_q or self._behind_exploration_schedule()):
             i = self._unseen.popleft()
             self._stats["explored"] += 1
-        elif self._skipped and (top is None or self._rng.random() < RECHECK_SHARE):
-            i = self._skipped.popleft()  # the prompt skipped the longest
-            self._stats["rechecked"] += 1
         else:
-            assert top is not None, "no free prompt: next_prompts checks the count first"
-            i = levels[top].popleft()
+            oldest = self._oldest() if best is None or self._rng.random() < self.recheck_share else None
+            if oldest is not None:
+                i = oldest
+                self._stats["rechecked"] += self._predict(i) > 1.0 - SKIP_Q
+            else:
+                assert best is not None, "no free prompt: next_prompts checks the count first"
+                i = best
+            self._unbucket(i)
         self._picks += 1
         out: list[int] = []
         self._take(i, out)
         return i
+
+    def _nearest(self) -> int | None:
+        """The first prompt of the non-empty bucket nearest the policy's skill (pass rate nearest 50%)."""
+        buckets = self._buckets
+        if not buckets:
+            return None
+        where = self._model.skill_mean / BUCKET_WIDTH
+        centre = math.floor(where)
+        step = 1 if where - centre >= 0.5 else -1  # the nearer neighbour first
+        for distance in range(_SCAN_LIMIT):
+            for key in ((centre,) if distance == 0 else (centre + step * distance, centre - step * distance)):
+                bucket = buckets.get(key)
+                if bucket:
+                    return next(iter(bucket))
+        key = min(buckets, key=lambda k: abs(k + 0.5 - where))
+        return next(iter(buckets[key]))
+
+    def _oldest(self) -> int | None:
+        """The observed prompt out of flight whose last observation is the oldest (stale entries dropped)."""
+        age = self._age
+        while age:
+            entry = age.popleft()
+            if self._current(entry):
+                return entry[0]
+        return None
+
+    def _current(self, entry: tuple[int, int] | list[int]) -> bool:
+        i, seen = entry
+        return i in self._bucket_of and self._observed[i] == seen
+
+    def _count_skipped(self) -> int:
+        if not self._buckets:
+            return 0
+        where = self._model.skill_mean / BUCKET_WIDTH
+        limit = self._skip_distance / BUCKET_WIDTH
+        return sum(len(bucket) for key, bucket in self._buckets.items() if abs(key + 0.5 - where) > limit)
 
     def _behind_exploration_schedule(self) -> bool:
         """More never-seen prompts left than the horizon's pro-rata share after this pick: explore now."""
@@ -354,13 +397,28 @@ class PromptSelector:
         return len(self._unseen) * self._horizon > left_after * len(self._ids)
 
     def _place(self, i: int, *, front: bool) -> None:
-        """An observed prompt out of flight: into its bucket, or the re-check line when q < SKIP_Q."""
-        q = 1.0 - self._zhat[i]
-        line = self._skipped if q < SKIP_Q else self._levels[min(LEVELS - 1, int(q * LEVELS))]
+        """An observed prompt out of flight: into the bucket of its difficulty, and into the age line."""
+        key = math.floor(self._model.mean[i] / BUCKET_WIDTH)
+        bucket = self._buckets.setdefault(key, {})
         if front:
-            line.appendleft(i)
+            self._buckets[key] = {i: None, **bucket}
         else:
-            line.append(i)
+            bucket[i] = None
+        self._bucket_of[i] = key
+        entry = (i, self._observed[i])
+        if front:
+            self._age.appendleft(entry)
+        else:
+            self._age.append(entry)
+        if len(self._age) > 4 * len(self._ids) + 64:  # drop stale entries now and then: memory stays O(prompts)
+            self._age = deque(e for e in self._age if self._current(e))
+
+    def _unbucket(self, i: int) -> None:
+        key = self._bucket_of.pop(i)
+        bucket = self._buckets[key]
+        del bucket[i]
+        if not bucket:
+            del self._buckets[key]
 
     def _population_q(self) -> float:
         return 1.0 - (self._pop_zero + 0.5 * POPULATION_PRIOR_WEIGHT) / (self._pop_seen + POPULATION_PRIOR_WEIGHT)
@@ -373,7 +431,7 @@ class PromptSelector:
 
     def _predict(self, i: int) -> float:
         if self._observed[i]:
-            return self._zhat[i]
+            return self._model.zero_spread(i, True, self.n)
         return 1.0 - self._population_q()
 
     def _observe(self, i: int, rewards: Sequence[float]) -> None:
@@ -384,15 +442,11 @@ class PromptSelector:
             raise ValueError(f"prompt {self._ids[i]!r}: rewards must be numbers, got NaN in {values}")
         zero = max(values) - min(values) <= ZERO_STD_EPSILON
         successes = sum(min(1.0, max(0.0, v)) for v in values)  # a reward is read as a success probability
-        d = self.decay
-        self._succ[i] = d * self._succ[i] + successes
-        self._fail[i] = d * self._fail[i] + (len(values) - successes)
+        self._model.observe(i, bool(self._observed[i]), successes, len(values))
         if not self._observed[i]:
             self._pop_zero = POPULATION_DECAY * self._pop_zero + zero
             self._pop_seen = POPULATION_DECAY * self._pop_seen + 1.0
         self._observed[i] += 1
-        self._last_zero[i] = zero
-        self._zhat[i] = beta_zero_spread(self.prior + self._succ[i], self.prior + self._fail[i], self.n)
 
     def _index(self, prompt_id: Hashable) -> int:
         try:

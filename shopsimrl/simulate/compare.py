@@ -19,6 +19,7 @@ STRATEGIES: tuple[tuple[str, str], ...] = (
     ("informative", "fixed"),
     ("seed", "adaptive"),
     ("informative", "adaptive"),
+    ("seen-oracle", "adaptive"),
     ("oracle", "fixed"),
     ("oracle", "adaptive"),
 )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, Decision, Verdict, WaveController
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS, DEFAULT_CUSHION, AdaptiveWaves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.selector import PromptSelector
@@ -96,7 +96,10 @@ def simulate_run(
 ) -> RunResult:
     """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
 
-    ``selection``: ``seed``, ``informative``, or ``oracle`` (reads the true pass rates: an upper bound).
+    ``selection``: ``seed``, ``informative``, ``oracle`` (reads the true pass rates: an upper bound), or
+    ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: the bound for
+    any selector that learns prompts only from their groups).  ``explore_horizon_epochs`` defaults to the
+    selector's own under fixed waves and to ``ADAPTIVE_EXPLORE_HORIZON_EPOCHS`` under adaptive ones.
     """
     if waves not in ("fixed", "adaptive"):
         raise ValueError(f"waves must be 'fixed' or 'adaptive', got {waves!r}")
@@ -107,10 +110,16 @@ def simulate_run(
     n = knobs.n_samples_per_prompt
     if len(w.prompt_ids) < knobs.over_sampling_batch_size:
         raise ValueError(f"{len(w.prompt_ids)} prompts cannot fill a wave of {knobs.over_sampling_batch_size}")
+    if explore_horizon_epochs is None and waves == "adaptive":
+        explore_horizon_epochs = ADAPTIVE_EXPLORE_HORIZON_EPOCHS
     if selection == "oracle":
         from shopsimrl.simulate.oracle import OracleSelector
 
         selector: PromptSelector = OracleSelector(w, n, seed)
+    elif selection == "seen-oracle":
+        from shopsimrl.simulate.oracle import SeenOracleSelector
+
+        selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs)
     else:
         selector = PromptSelector(w.prompt_ids, n, selection, seed, explore_horizon_epochs=explore_horizon_epochs)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)

@@ -41,3 +41,29 @@ class OracleSelector(PromptSelector):
     def release(self, prompt_id: Hashable, rewards=None) -> None:  # type: ignore[no-untyped-def]
         i = self._flying(prompt_id, "release")
         self._in_flight.discard(i)
+
+
+class SeenOracleSelector(PromptSelector):
+    """``informative`` selection that knows the true pass rate of every prompt it has observed, and nothing of the rest.
+
+    It explores never-seen prompts by the same rules as ``informative`` and then always
+    starts the observed prompt least likely to give zero spread.  The gap between it
+    and ``informative`` is what better estimates could still win; the gap between it
+    and :class:`OracleSelector` is the price of having to try prompts to learn them.
+    """
+
+    def __init__(self, world: World, n_samples_per_prompt: int, seed: int,
+                 explore_horizon_epochs: float | None = None) -> None:
+        super().__init__(world.prompt_ids, n_samples_per_prompt, "informative", seed,
+                         explore_horizon_epochs=explore_horizon_epochs)
+        self.world = world
+
+    def _true_z(self, i: int) -> float:
+        return zero_spread_probability(self.world.pass_rate(self._ids[i]), self.n)
+
+    def _nearest(self) -> int | None:
+        waiting = self._bucket_of  # observed prompts out of flight
+        return min(waiting, key=self._true_z) if waiting else None
+
+    def _predict(self, i: int) -> float:
+        return self._true_z(i) if self._observed[i] else super()._predict(i)

@@ -16,7 +16,9 @@ one, so surplus groups are recorded (their evidence is real; their turn is used)
 
 Settings come from slime's ``args`` (``--custom-config-path`` keys):
 ``shopsim_selection`` (``informative`` by default here; ``seed`` is the shuffled-
-epoch order), ``rollout_seed``.  The prompt file is ``--prompt-data`` (JSONL,
+epoch order), ``rollout_seed``.  Under our adaptive rollout function
+(``--rollout-function-path`` is ``ROLLOUT_FUNCTION_PATH``) the selector explores over
+``ADAPTIVE_EXPLORE_HORIZON_EPOCHS``, as the main job does with ``--waves adaptive``.  The prompt file is ``--prompt-data`` (JSONL,
 ``--input-key`` / ``--metadata-key``, as ``shopsimrl data export`` writes it).
 The selector's state is saved next to slime's checkpoint as
 ``<save>/rollout/shopsim_selector_<rollout_id>.json`` (atomically).
@@ -32,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import atomic_write_json
+from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS
 from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
+from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
 from shopsimrl.slime.samples import reward_key
 
@@ -82,7 +86,11 @@ class SelectorDataSource:
             args.prompt_data, getattr(args, "input_key", None) or "prompt", getattr(args, "metadata_key", None) or "metadata"
         )
         strategy = getattr(args, "shopsim_selection", None) or DEFAULT_SLIME_SELECTION
-        self.selector = PromptSelector(task_ids, self.n, strategy, int(getattr(args, "rollout_seed", 0) or 0))
+        adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
+        self.selector = PromptSelector(
+            task_ids, self.n, strategy, int(getattr(args, "rollout_seed", 0) or 0),
+            explore_horizon_epochs=ADAPTIVE_EXPLORE_HORIZON_EPOCHS if adaptive else None,
+        )
         self.sample_group_index = 0
         self.sample_index = 0
         self.buffer: list[list[Any]] = []

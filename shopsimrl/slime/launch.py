@@ -32,7 +32,7 @@ from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling import KnobError, SamplingKnobs
-from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
+from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, ROLLOUT_FUNCTION_PATH
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
@@ -282,9 +282,9 @@ class TrainConfig:
         for flag, path in HOOKS.items():
             args += [flag, path]
         if self._selector_data_source:  # docs/efficient-sampling.md
-            args += ["--data-source-path", "shopsimrl.slime.data_source.SelectorDataSource"]
+            args += ["--data-source-path", DATA_SOURCE_PATH]
         if self.waves == "adaptive":
-            args += ["--rollout-function-path", "shopsimrl.slime.rollout_fn.generate_rollout"]
+            args += ["--rollout-function-path", ROLLOUT_FUNCTION_PATH]
         args += ["--custom-config-path", str(self.custom_config_path)]
         args += [
             "--advantage-estimator", "grpo",

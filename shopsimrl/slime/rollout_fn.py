@@ -17,7 +17,7 @@ hands back go to the data source, as slime's ``generate_rollout`` does.
 Evaluation is slime's own ``generate_rollout``.  The consecutive-failure stop stays
 in the filter hook (``fully_scored_group_filter``), which raises it, as on slime's
 path; the controller here only applies the wave rules.  Setting (custom config):
-``shopsim_wave_cushion`` (default 0.5 expected informative groups).  Requires ``--data-source-path
+``shopsim_wave_cushion`` (default ``DEFAULT_CUSHION`` expected informative groups).  Requires ``--data-source-path
 shopsimrl.slime.data_source.SelectorDataSource``.
 """
 

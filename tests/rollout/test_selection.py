@@ -44,6 +44,8 @@ def test_every_step_keeps_the_target_and_never_starts_a_task_twice(tmp_path, sel
             assert len(report.groups) % KNOBS.over_sampling_batch_size == 0
     config = read_json(result.paths.config)
     assert (config["selection"], config["waves"]) == (selection, waves)
+    if selection == "informative":  # every pick is paid for under adaptive waves: exploration is paced slower
+        assert config["explore_horizon_epochs"] == (8.0 if waves == "adaptive" else 2.0)
 
 
 def test_adaptive_waves_submit_in_small_refills_within_one_wave_unless_remaining_runs_short(tmp_path):

@@ -64,7 +64,7 @@ def test_the_all_samples_hook_feeds_the_selector_and_aborted_prompts_come_back(a
     completed = finish(kit, groups[:4], lambda t: None if t == tasks[3] else [1.0, 1.0, 1.0, 1.0] if t == tasks[0] else [1.0, 0.0, 1.0, 0.0])
     record_generated_rollout_groups(args, completed, source)  # groups 4 and 5 were aborted by slime
     assert source.selector.in_flight == frozenset()
-    assert source.selector.predicted_pass_rate(tasks[0]) > 0.9
+    assert source.selector.predicted_pass_rate(tasks[0]) > 0.8 > 0.6 > source.selector.predicted_pass_rate(tasks[1])
     assert source.selector.predicted_pass_rate(tasks[3]) is None  # technical: released, no evidence
     again = [g[0].metadata["task_id"] for g in source.get_samples(8)]
     fresh = [t for t in again if t not in tasks[:3]]  # not picked from what was observed
@@ -122,3 +122,14 @@ def test_selection_informative_puts_the_data_source_on_slime_s_command_line(tmp_
     argv = adaptive.train_args()
     assert argv[argv.index("--rollout-function-path") + 1] == "shopsimrl.slime.rollout_fn.generate_rollout"
     assert "--data-source-path" in argv and adaptive.custom_config()["shopsim_selection"] == "seed"
+
+
+def test_under_our_adaptive_rollout_function_the_selector_explores_over_the_adaptive_horizon(args, kit):
+    from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS
+    from shopsimrl.sampling.selector import EXPLORE_HORIZON_EPOCHS
+    from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
+
+    assert SelectorDataSource(args, sample_cls=kit.Sample).selector.explore_horizon_epochs == EXPLORE_HORIZON_EPOCHS
+    args.rollout_function_path = ROLLOUT_FUNCTION_PATH
+    selector = SelectorDataSource(args, sample_cls=kit.Sample).selector
+    assert selector.explore_horizon_epochs == ADAPTIVE_EXPLORE_HORIZON_EPOCHS != EXPLORE_HORIZON_EPOCHS

@@ -1,0 +1,170 @@
+"""Pass-rate estimates that follow the policy: one skill for the policy, one difficulty per prompt (a Rasch model).
+
+A prompt's pass rate under the current policy is modelled as::
+
+    p_i = sigmoid(skill − difficulty_i)
+
+Both are uncertain and Gaussian: ``skill ~ N(skill_mean, skill_var)`` is shared by
+every prompt, ``difficulty_i ~ N(mean_i, var_i)`` is the prompt's own.  A finished
+group (``k`` successes of ``n``) updates the Gaussian of ``x = skill − difficulty_i``
+by a Laplace approximation of the binomial likelihood, and the change is split
+between the two in proportion to their variances, as in TrueSkill or a Kalman
+filter: a well-known prompt that suddenly passes more often mostly moves the
+skill.  A prompt's first group only places the prompt: its prior is relative to
+the skill, so that group says nothing about the policy (otherwise a prompt set
+that is mostly easy would drag the skill up with every first try).
+
+Why a shared skill: GRPO training moves the policy between two observations of a
+prompt, and it moves it for every prompt at once.  A per-prompt estimate that only
+forgets (a decayed Beta posterior) cannot tell that a prompt which failed 8 of 8
+twenty steps ago is now near 50%; with the skill tracked across all prompts, the
+model predicts it.  Between observations the skill does a random walk
+(``SKILL_DRIFT`` per observation), and each prompt's difficulty one of its own
+(``DIFFICULTY_DRIFT`` per observation of any prompt), so old evidence fades.
+
+Predictions average ``z(p) = pⁿ + (1−p)ⁿ`` (the chance that ``n`` siblings agree)
+over the Gaussian of ``x`` by Gauss-Hermite quadrature.  Pure: no I/O, no clock.
+Every constant and its reason is in docs/efficient-sampling.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+#: Standard deviation (logits) of a never-seen prompt's difficulty around the policy's skill.
+PRIOR_SD = 3.0
+#: Random-walk standard deviation (logits) of the policy's skill per recorded group: the policy keeps moving.
+SKILL_DRIFT = 0.05
+#: Random-walk standard deviation (logits) of a prompt's difficulty per recorded group of any prompt.
+DIFFICULTY_DRIFT = 0.02
+#: Gauss-Hermite nodes for the averages over a Gaussian logit.
+QUADRATURE_NODES = 9
+#: Newton steps of the Laplace approximation (the log-posterior is concave; a handful converge).
+NEWTON_STEPS = 12
+
+
+def zero_spread_probability(p: float, n: int) -> float:
+    """``z(p) = pⁿ + (1−p)ⁿ``: the chance that ``n`` siblings with pass rate ``p`` all agree."""
+    return p**n + (1.0 - p) ** n
+
+
+def sigmoid(x: float) -> float:
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@functools.cache
+def hermite_rule(count: int = QUADRATURE_NODES) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Nodes and weights for ``E[f(Z)]``, ``Z ~ N(0, 1)`` (probabilists' Gauss-Hermite, weights summing to 1)."""
+    from numpy.polynomial.hermite_e import hermegauss  # lazily: importing the package stays light
+
+    nodes, weights = hermegauss(count)
+    total = float(weights.sum())
+    return tuple(float(x) for x in nodes), tuple(float(w) / total for w in weights)
+
+
+def gaussian_zero_spread(mean: float, var: float, n: int) -> float:
+    """``E[z(sigmoid(x))]`` for ``x ~ N(mean, var)``: the predicted chance of zero spread."""
+    sd = math.sqrt(max(var, 0.0))
+    total = 0.0
+    for node, weight in zip(*hermite_rule()):
+        p = sigmoid(mean + sd * node)
+        total += weight * (p**n + (1.0 - p) ** n)
+    return total
+
+
+def gaussian_pass_rate(mean: float, var: float) -> float:
+    """``E[sigmoid(x)]`` for ``x ~ N(mean, var)``."""
+    sd = math.sqrt(max(var, 0.0))
+    return sum(weight * sigmoid(mean + sd * node) for node, weight in zip(*hermite_rule()))
+
+
+def laplace_binomial(mean: float, var: float, successes: float, n: float) -> tuple[float, float]:
+    """Posterior ``(mode, variance)`` of ``x`` for prior ``N(mean, var)`` and ``successes`` of ``n`` Bernoulli(sigmoid(x)).
+
+    Fractional ``successes`` (rewards in [0, 1] read as success probabilities) are fine.
+    """
+    x = mean
+    precision = 1.0 / var
+    for _ in range(NEWTON_STEPS):
+        p = sigmoid(x)
+        grad = (mean - x) * precision + successes - n * p
+        curv = precision + n * p * (1.0 - p)
+        step = max(-5.0, min(5.0, grad / curv))
+        x += step
+        if abs(step) < 1e-9:
+            break
+    p = sigmoid(x)
+    return x, 1.0 / (precision + n * p * (1.0 - p))
+
+
+class SkillModel:
+    """The policy's skill and every prompt's difficulty (indices ``0 .. count−1``), updated group by group."""
+
+    def __init__(self, count: int, prior_sd: float = PRIOR_SD) -> None:
+        if not prior_sd > 0.0:
+            raise ValueError(f"prior_sd must be > 0 (logits), got {prior_sd!r}")
+        self.prior_var = prior_sd * prior_sd
+        self.skill_mean = 0.0
+        self.skill_var = 0.0  # the origin: difficulties are measured from the policy's starting skill
+        self.mean = [0.0] * count  # difficulty means (valid once observed)
+        self.var = [self.prior_var] * count
+        self.stamp = [0] * count  # clock at the prompt's last observation
+        self.clock = 0  # groups observed so far
+
+    def logit(self, i: int, observed: bool) -> tuple[float, float]:
+        """Mean and variance of ``skill − difficulty_i`` now (a never-seen prompt sits at the skill, ``PRIOR_SD`` wide)."""
+        if not observed:
+            return 0.0, self.skill_var + self.prior_var
+        fade = DIFFICULTY_DRIFT * DIFFICULTY_DRIFT * (self.clock - self.stamp[i])
+        return self.skill_mean - self.mean[i], self.skill_var + self.var[i] + fade
+
+    def zero_spread(self, i: int, observed: bool, n: int) -> float:
+        mean, var = self.logit(i, observed)
+        return gaussian_zero_spread(mean, var, n)
+
+    def pass_rate(self, i: int, observed: bool) -> float:
+        mean, var = self.logit(i, observed)
+        return gaussian_pass_rate(mean, var)
+
+    def observe(self, i: int, observed: bool, successes: float, n: int) -> None:
+        """One group of prompt ``i``: ``successes`` of ``n``; ``observed``: the prompt was observed before."""
+        self.skill_var += SKILL_DRIFT * SKILL_DRIFT
+        if not observed:  # placed relative to the skill: a first group says where the prompt is, not the policy
+            self.mean[i] = self.skill_mean
+            self.var[i] = self.prior_var
+            skill_var = 0.0
+        else:
+            self.var[i] += DIFFICULTY_DRIFT * DIFFICULTY_DRIFT * (self.clock - self.stamp[i])
+            skill_var = self.skill_var
+        prior_mean, prior_var = self.skill_mean - self.mean[i], skill_var + self.var[i]
+        post_mean, post_var = laplace_binomial(prior_mean, prior_var, successes, n)
+        moved, shrink = post_mean - prior_mean, 1.0 - post_var / prior_var
+        skill_share, own_share = skill_var / prior_var, self.var[i] / prior_var
+        self.skill_mean += skill_share * moved
+        self.mean[i] -= own_share * moved
+        self.skill_var -= self.skill_var * skill_share * shrink
+        self.var[i] -= self.var[i] * own_share * shrink
+        self.clock += 1
+        self.stamp[i] = self.clock
+
+    def state_dict(self) -> dict[str, object]:
+        return {
+            "prior_var": self.prior_var, "skill": [self.skill_mean, self.skill_var], "mean": list(self.mean),
+            "var": list(self.var), "stamp": list(self.stamp), "clock": self.clock,
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        count = len(self.mean)
+        for name in ("mean", "var", "stamp"):
+            if len(state[name]) != count:  # type: ignore[arg-type]
+                raise ValueError(f"selector state: {name} has {len(state[name])} entries for {count} prompts")  # type: ignore[arg-type]
+        self.prior_var = float(state["prior_var"])  # type: ignore[arg-type]
+        self.skill_mean, self.skill_var = (float(x) for x in state["skill"])  # type: ignore[attr-defined]
+        self.mean = [float(x) for x in state["mean"]]  # type: ignore[attr-defined]
+        self.var = [float(x) for x in state["var"]]  # type: ignore[attr-defined]
+        self.stamp = [int(x) for x in state["stamp"]]  # type: ignore[attr-defined]
+        self.clock = int(state["clock"])  # type: ignore[arg-type]
