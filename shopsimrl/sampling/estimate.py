@@ -40,8 +40,8 @@ SKILL_DRIFT = 0.05
 DIFFICULTY_DRIFT = 0.02
 #: Gauss-Hermite nodes for the averages over a Gaussian logit.
 QUADRATURE_NODES = 9
-#: Newton steps of the Laplace approximation (the log-posterior is concave; a handful converge).
-NEWTON_STEPS = 12
+#: Most steps of the Laplace approximation's safeguarded Newton search (it usually converges in a handful).
+NEWTON_STEPS = 60
 
 
 def zero_spread_probability(p: float, n: int) -> float:
@@ -87,16 +87,25 @@ def laplace_binomial(mean: float, var: float, successes: float, n: float) -> tup
 
     Fractional ``successes`` (rewards in [0, 1] read as success probabilities) are fine.
     """
-    x = mean
     precision = 1.0 / var
+    # The gradient falls monotonically, positive below ``low`` and negative above ``high``: Newton's steps stay
+    # inside that bracket, and a step that would leave it bisects instead (plain Newton can cycle here).
+    low, high = mean + var * (successes - n), mean + var * successes
+    x = min(max(mean, low), high)
     for _ in range(NEWTON_STEPS):
         p = sigmoid(x)
         grad = (mean - x) * precision + successes - n * p
-        curv = precision + n * p * (1.0 - p)
-        step = max(-5.0, min(5.0, grad / curv))
-        x += step
-        if abs(step) < 1e-9:
+        if grad > 0.0:
+            low = x
+        else:
+            high = x
+        guess = x + grad / (precision + n * p * (1.0 - p))
+        if not low < guess < high:
+            guess = 0.5 * (low + high)
+        if abs(guess - x) < 1e-10:
+            x = guess
             break
+        x = guess
     p = sigmoid(x)
     return x, 1.0 / (precision + n * p * (1.0 - p))
 

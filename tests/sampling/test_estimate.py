@@ -29,7 +29,7 @@ def test_quadrature_matches_monte_carlo():
     assert gaussian_zero_spread(0.7, 0.0, 8) == pytest.approx(zero_spread_probability(sigmoid(0.7), 8))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(mean=st.floats(-6, 6), sd=st.floats(0.2, 5), k=st.integers(0, 8))
 def test_laplace_mode_is_the_posterior_mode(mean, sd, k):
     """The mode found by Newton's method maximises the log-posterior on a fine grid."""
