@@ -113,7 +113,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
                      "batch with informative groups plus --cushion, topped up after each completion")
     sel.add_argument("--cushion", type=float, default=DEFAULT_CUSHION,
-                     help="adaptive waves: expected informative groups kept in flight above the number missing")
+                     help="adaptive waves: expected informative groups kept in flight above the number missing; "
+                     "negative keeps fewer (never fewer groups than are missing), so the fallback keeps more "
+                     "zero-spread groups and fewer episodes are generated (default %(default)s)")
     sel.add_argument("--learning", action="store_true",
                      help="heuristic policy: grow more consistent on each task it trains on with spread, as a "
                      "trained model does (the zero-spread share rises over steps)")
@@ -232,7 +234,7 @@ def check_options(args: argparse.Namespace) -> None:
          f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
         (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
          f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
-        (0.0 <= args.cushion < float("inf"), f"--cushion is a number of groups >= 0, got {args.cushion}"),
+        (math.isfinite(args.cushion), f"--cushion is a finite number of groups, got {args.cushion}"),
         (not args.learning or args.policy == "heuristic",
          "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
          "--policy heuristic"),

@@ -6,6 +6,7 @@ technical-failure streak) lives in explicit objects created here, once per run.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -53,8 +54,8 @@ class RolloutConfig:
             raise ValueError(f"selection must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
         if self.waves not in WAVE_MODES:
             raise ValueError(f"waves must be one of {', '.join(WAVE_MODES)}, got {self.waves!r}")
-        if not 0.0 <= self.cushion < float("inf"):
-            raise ValueError(f"cushion must be a finite number >= 0, got {self.cushion}")
+        if not math.isfinite(self.cushion):
+            raise ValueError(f"cushion must be a finite number, got {self.cushion}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.episode_concurrency < 1:

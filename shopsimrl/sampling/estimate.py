@@ -40,8 +40,8 @@ SKILL_DRIFT = 0.05
 DIFFICULTY_DRIFT = 0.02
 #: Gauss-Hermite nodes for the averages over a Gaussian logit.
 QUADRATURE_NODES = 9
-#: Most steps of the Laplace approximation's safeguarded Newton search (it usually converges in a handful).
-NEWTON_STEPS = 60
+#: Most steps of the Laplace approximation's safeguarded Newton search (bisection alone needs about 40).
+NEWTON_STEPS = 80
 
 
 def zero_spread_probability(p: float, n: int) -> float:
@@ -88,10 +88,12 @@ def laplace_binomial(mean: float, var: float, successes: float, n: float) -> tup
     Fractional ``successes`` (rewards in [0, 1] read as success probabilities) are fine.
     """
     precision = 1.0 / var
-    # The gradient falls monotonically, positive below ``low`` and negative above ``high``: Newton's steps stay
-    # inside that bracket, and a step that would leave it bisects instead (plain Newton can cycle here).
+    # The gradient falls monotonically, positive below ``low`` and negative above ``high``.  Newton's method
+    # inside that bracket, bisecting whenever a step would leave it or fails to halve (plain Newton cycles on a
+    # wide prior; bisection alone converges for sure).
     low, high = mean + var * (successes - n), mean + var * successes
     x = min(max(mean, low), high)
+    last_step = high - low
     for _ in range(NEWTON_STEPS):
         p = sigmoid(x)
         grad = (mean - x) * precision + successes - n * p
@@ -99,13 +101,13 @@ def laplace_binomial(mean: float, var: float, successes: float, n: float) -> tup
             low = x
         else:
             high = x
-        guess = x + grad / (precision + n * p * (1.0 - p))
-        if not low < guess < high:
-            guess = 0.5 * (low + high)
-        if abs(guess - x) < 1e-10:
-            x = guess
+        step = grad / (precision + n * p * (1.0 - p))
+        if not low < x + step < high or abs(step) > 0.5 * abs(last_step):
+            step = 0.5 * (low + high) - x
+        last_step = step
+        x += step
+        if abs(step) < 1e-10 or high - low < 1e-10:
             break
-        x = guess
     p = sigmoid(x)
     return x, 1.0 / (precision + n * p * (1.0 - p))
 

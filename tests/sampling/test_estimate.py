@@ -29,7 +29,7 @@ def test_quadrature_matches_monte_carlo():
     assert gaussian_zero_spread(0.7, 0.0, 8) == pytest.approx(zero_spread_probability(sigmoid(0.7), 8))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(mean=st.floats(-6, 6), sd=st.floats(0.2, 5), k=st.integers(0, 8))
 def test_laplace_mode_is_the_posterior_mode(mean, sd, k):
     """The mode found by Newton's method maximises the log-posterior on a fine grid."""
@@ -73,3 +73,9 @@ def test_state_round_trip_and_length_check():
         SkillModel(4).load_state_dict(model.state_dict())
     with pytest.raises(ValueError, match="prior_sd"):
         SkillModel(1, prior_sd=0.0)
+
+
+@pytest.mark.parametrize(("mean", "sd", "k", "mode"), [(3.0, 4.0, 5, 0.5920), (-5.0, 1.21875, 8, 0.2379)])
+def test_laplace_cases_where_plain_newton_cycles(mean, sd, k, mode):
+    """Both cycled between the ends of the bracket before the safeguard (found by the property test above)."""
+    assert laplace_binomial(mean, sd * sd, k, 8)[0] == pytest.approx(mode, abs=1e-4)

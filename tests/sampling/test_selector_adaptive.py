@@ -38,7 +38,7 @@ def test_refill_keeps_the_predicted_number_plus_the_cushion_and_respects_the_cap
     assert AdaptiveWaves(16, 32, cushion=0.0).refill_size(12, [], lambda j: 1.0) == 4  # no cushion: just the missing
 
 
-@pytest.mark.parametrize("cushion", [-0.1, float("inf"), float("nan")])
+@pytest.mark.parametrize("cushion", [float("-inf"), float("inf"), float("nan")])
 def test_cushion_must_be_a_finite_count(cushion):
     with pytest.raises(ValueError, match="cushion"):
         AdaptiveWaves(16, 32, cushion=cushion)
@@ -58,3 +58,11 @@ def test_controller_refill_is_a_small_wave_with_the_same_rules():
         ctrl.refill(1)
     with pytest.raises(ValueError, match=">= 1"):
         WaveController(2, 4).refill(0)
+
+
+def test_a_negative_cushion_keeps_fewer_in_flight_but_never_fewer_than_are_missing():
+    sizer = AdaptiveWaves(target=16, max_in_flight=32, cushion=-1.5)
+    assert sizer.refill_size(0, [], lambda j: 1.0) == 16  # certain groups: exactly the missing number
+    assert sizer.refill_size(0, [], lambda j: 0.5) == 29  # 0.5 each: 14.5 expected, 1.5 short of the 16 missing
+    assert sizer.refill_size(15, [], lambda j: 0.1) == 1  # one missing: one group, whatever its chance
+    assert sizer.refill_size(15, [0.1], lambda j: 0.1) == 0
