@@ -442,6 +442,8 @@ class PromptSelector:
             raise ValueError(f"prompt {self._ids[i]!r}: rewards must be numbers, got NaN in {values}")
         zero = max(values) - min(values) <= ZERO_STD_EPSILON
         successes = sum(min(1.0, max(0.0, v)) for v in values)  # a reward is read as a success probability
+        if zero and 0.0 < successes < len(values):  # siblings agreed on a partial reward: count the agreement
+            successes = float(len(values)) if successes >= 0.5 * len(values) else 0.0
         self._model.observe(i, bool(self._observed[i]), successes, len(values))
         if not self._observed[i]:
             self._pop_zero = POPULATION_DECAY * self._pop_zero + zero

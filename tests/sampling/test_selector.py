@@ -216,3 +216,12 @@ def test_exploration_is_paced_over_the_horizon_and_stops_at_coverage():
 def test_explore_horizon_must_be_positive():
     with pytest.raises(ValueError, match="explore_horizon_epochs"):
         PromptSelector(["a"], 8, "informative", explore_horizon_epochs=0.0)
+
+
+def test_siblings_that_agree_on_a_partial_reward_count_as_agreeing():
+    """The model predicts agreement: a group of identical partial rewards (ShopSim's same_partial) is read as
+    agreement, not as a pass rate near the middle that would predict spread."""
+    sel = PromptSelector(["same", "mixed"], 8, "informative", 0)
+    for pid in sel.next_prompts(2):
+        sel.record(pid, [0.5] * 8 if pid == "same" else [1.0, 0.0] * 4)
+    assert sel.predicted_zero_spread("same") > 0.5 > sel.predicted_zero_spread("mixed")
