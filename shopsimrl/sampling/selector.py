@@ -17,8 +17,9 @@ Two strategies, one contract (``next_prompts`` / ``record`` / ``release`` /
   are the prompts that used to fail.  Observed prompts with ``q < SKIP_Q`` count
   as *skipped*.  A pick takes a never-seen prompt instead when the never-seen
   prompts left exceed the pro-rata share of an exploration horizon
-  (``EXPLORE_HORIZON_EPOCHS`` epochs' worth of picks), or when no observed prompt
-  beats the population's prediction, so every prompt is tried; and a share
+  (``EXPLORE_HORIZON_EPOCHS`` epochs' worth of picks), so every prompt is tried,
+  or when the best observed prompt's ``q`` is below ``EXPLORE_Q`` (the known
+  prompts have run dry); and a share
   ``RECHECK_SHARE`` of the picks re-checks the prompt observed the longest ago
   (GRESO, arXiv 2506.02177, saw ~20% of skipped prompts become useful again).
   Released prompts (aborted, surplus, technical) go back to the front of their
