@@ -97,8 +97,8 @@ def simulate_run(
     """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
 
     ``selection``: ``seed``, ``informative``, ``oracle`` (reads the true pass rates: an upper bound), or
-    ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: the bound for
-    any selector that learns prompts only from their groups).  ``explore_horizon_epochs`` defaults to the
+    ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: what better
+    estimates could still win with the same exploration).  ``explore_horizon_epochs`` defaults to the
     selector's own under fixed waves and to ``ADAPTIVE_EXPLORE_HORIZON_EPOCHS`` under adaptive ones.
     """
     if waves not in ("fixed", "adaptive"):
