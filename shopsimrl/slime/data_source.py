@@ -16,10 +16,11 @@ one, so surplus groups are recorded (their evidence is real; their turn is used)
 
 Settings come from slime's ``args`` (``--custom-config-path`` keys):
 ``shopsim_selection`` (``informative`` by default here; ``seed`` is the shuffled-
-epoch order), ``rollout_seed``.  Under our adaptive rollout function
-(``--rollout-function-path`` is ``ROLLOUT_FUNCTION_PATH``) the selector explores over
-``ADAPTIVE_EXPLORE_HORIZON_EPOCHS``, as the main job does with ``--waves adaptive``.  The prompt file is ``--prompt-data`` (JSONL,
-``--input-key`` / ``--metadata-key``, as ``shopsimrl data export`` writes it).
+epoch order), ``rollout_seed``.  Under our adaptive rollout function (slime's
+``args.rollout_function_path`` is ``ROLLOUT_FUNCTION_PATH``) the selector explores
+over ``ADAPTIVE_EXPLORE_HORIZON_EPOCHS``, as the main job does with ``--waves
+adaptive``.  The prompt file is ``--prompt-data`` (JSONL, ``--input-key`` /
+``--metadata-key``, as ``shopsimrl data export`` writes it).
 The selector's state is saved next to slime's checkpoint as
 ``<save>/rollout/shopsim_selector_<rollout_id>.json`` (atomically).
 """
@@ -36,8 +37,8 @@ from typing import Any
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS
 from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
-from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
+from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.slime.samples import reward_key
 
 log = logging.getLogger(__name__)
