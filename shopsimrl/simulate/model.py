@@ -27,6 +27,8 @@ import math
 import random
 from dataclasses import asdict, dataclass
 
+from shopsimrl.sampling.estimate import sigmoid
+
 
 @dataclass(frozen=True)
 class WorldParams:
@@ -56,13 +58,6 @@ class WorldParams:
         return asdict(self)
 
 
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
-
-
 class World:
     """One run's prompts and policy; every draw comes from ``rng`` (seeded by the caller)."""
 
@@ -78,10 +73,10 @@ class World:
 
     def pass_rate(self, prompt_id: str) -> float:
         i = self._index[prompt_id]
-        return _sigmoid(self.skill + self.bonus[i] - self.difficulty[i])
+        return sigmoid(self.skill + self.bonus[i] - self.difficulty[i])
 
     def mean_pass_rate(self) -> float:
-        return sum(_sigmoid(self.skill + b - d) for b, d in zip(self.bonus, self.difficulty)) / len(self.difficulty)
+        return sum(sigmoid(self.skill + b - d) for b, d in zip(self.bonus, self.difficulty)) / len(self.difficulty)
 
     def play_group(self, prompt_id: str, n: int) -> tuple[list[float] | None, float]:
         """One group: its rewards (``None`` = technical) and how long it takes."""
