@@ -300,23 +300,16 @@ class StepDriver:
 
     def _refill(self, selector: PromptSelector) -> tuple[range, list[str]]:
         """Adaptive waves: add the groups the refill rule asks for, each prompt chosen as it is added."""
-        chosen: list[str] = []
-
-        def next_q(_j: int) -> float:
-            task_id = str(selector.next_prompts(1)[0])
-            chosen.append(task_id)
-            return 1.0 - selector.predicted_zero_spread(task_id)
-
         controller = self.controller
-        count = self.ctx.adaptive.refill_size(  # type: ignore[union-attr]
-            len(controller.kept), [self._q[i] for i in controller.in_flight], next_q, controller.submitted
+        picks = self.ctx.adaptive.choose(  # type: ignore[union-attr]
+            len(controller.kept), [self._q[i] for i in controller.in_flight], selector.next_prompt, controller.submitted
         )
-        if not count:
+        if not picks:
             return range(0), []
-        new = controller.refill(count)
-        for index, task_id in zip(new, chosen):
-            self._q[index] = 1.0 - selector.predicted_zero_spread(task_id)
-        return new, chosen
+        new = controller.refill(len(picks))
+        for index, (_, q) in zip(new, picks):
+            self._q[index] = q
+        return new, [str(task_id) for task_id, _ in picks]
 
     def _group_finished(self, group: GroupRun) -> None:
         """Triage (and the Failure Analyst queue) before the group reaches the filter."""
@@ -387,12 +380,7 @@ class StepDriver:
         if selector is None:
             return
         for task_id, decision, rewards in self._feedback:
-            if rewards is None:
-                selector.release(task_id)
-            elif decision is Decision.SURPLUS:
-                selector.release(task_id, rewards)
-            else:
-                selector.record(task_id, rewards)
+            selector.settle(task_id, rewards, surplus=decision is Decision.SURPLUS)
         self._feedback.clear()
 
     def _after_step(self, report: StepReport) -> None:

@@ -35,6 +35,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: Expected informative groups kept in flight above the number still missing; negative keeps fewer (never fewer
 #: groups than are missing).  Chosen on simulation seeds 100-104 as the fewest episodes per trained episode whose
@@ -109,3 +112,21 @@ class AdaptiveWaves:
             count += 1
             add += 1
         return add
+
+    def choose(
+        self,
+        kept: int,
+        in_flight_q: Sequence[float],
+        pick: Callable[[], tuple[T, float]],
+        submitted: int = 0,
+    ) -> list[tuple[T, float]]:
+        """:meth:`refill_size`'s rule, returning what to submit: ``pick()`` gives the next item to
+        start and its informative probability; the result is every item picked, with it."""
+        chosen: list[tuple[T, float]] = []
+
+        def next_q(_j: int) -> float:
+            chosen.append(pick())
+            return chosen[-1][1]
+
+        self.refill_size(kept, in_flight_q, next_q, submitted)
+        return chosen

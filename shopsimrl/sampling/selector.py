@@ -194,6 +194,21 @@ class PromptSelector:
             self._take(i, out)
         return [self._ids[i] for i in out]
 
+    def next_prompt(self) -> tuple[Hashable, float]:
+        """One prompt to start now, and its predicted chance ``q`` of a group with spread (adaptive waves)."""
+        (prompt_id,) = self.next_prompts(1)
+        return prompt_id, 1.0 - self.predicted_zero_spread(prompt_id)
+
+    def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
+        """A decided group back to the selector: unscored, it is released; scored but surplus, it is
+        released with its evidence; otherwise (kept or dropped) it is recorded."""
+        if rewards is None:
+            self.release(prompt_id)
+        elif surplus:
+            self.release(prompt_id, rewards)
+        else:
+            self.record(prompt_id, rewards)
+
     def record(self, prompt_id: Hashable, rewards: Sequence[float]) -> None:
         """A finished group's scored rewards (one per unique rollout): evidence, and out of flight."""
         i = self._flying(prompt_id, "record")

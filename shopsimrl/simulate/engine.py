@@ -179,19 +179,12 @@ def _simulate_step(
             if new:
                 launch(new, [str(p) for p in selector.next_prompts(len(new))])
             return
-        chosen: list[str] = []
-
-        def next_q(_j: int) -> float:
-            pid = str(selector.next_prompts(1)[0])
-            chosen.append(pid)
-            return 1.0 - selector.predicted_zero_spread(pid)
-
-        count = sizer.refill_size(len(ctrl.kept), [q_of[i] for i in ctrl.in_flight], next_q, ctrl.submitted)
-        if count:
-            new = ctrl.refill(count)
-            for index, pid in zip(new, chosen):
-                q_of[index] = 1.0 - selector.predicted_zero_spread(pid)
-            launch(new, chosen)
+        picks = sizer.choose(len(ctrl.kept), [q_of[i] for i in ctrl.in_flight], selector.next_prompt, ctrl.submitted)
+        if picks:
+            new = ctrl.refill(len(picks))
+            for index, (_, q) in zip(new, picks):
+                q_of[index] = q
+            launch(new, [str(pid) for pid, _ in picks])
 
     submit()
     while not ctrl.done:
@@ -211,12 +204,7 @@ def _simulate_step(
         selector.release(prompt_of[index])
     # results reach the selector at step end, as in the driver: no prompt twice in one step
     for pid, decision, rewards in feedback:
-        if rewards is None:
-            selector.release(pid)
-        elif decision is Decision.SURPLUS:
-            selector.release(pid, rewards)
-        else:
-            selector.record(pid, rewards)
+        selector.settle(pid, rewards, surplus=decision is Decision.SURPLUS)
     events.append({"t": now, "event": "abort", "aborted": aborted})
 
     completed = [i for i in prompt_of if i not in set(aborted)]

@@ -77,22 +77,17 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     all_data: list[list[Any]] = []
 
     def submit() -> None:
-        chosen: list[list[Any]] = []
-
-        def next_q(_j: int) -> float:
+        def pick() -> tuple[list[Any], float]:
             (group,) = data_source.get_samples(1)
-            chosen.append(group)
             task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)
-            return 1.0 - selector.predicted_zero_spread(task_id) if task_id in selector.in_flight else 0.0
+            return group, 1.0 - selector.predicted_zero_spread(task_id) if task_id in selector.in_flight else 0.0
 
-        count = sizer.refill_size(len(controller.kept), [q_of[i] for i in controller.in_flight], next_q,
-                                  controller.submitted)
-        if not count:
+        picks = sizer.choose(len(controller.kept), [q_of[i] for i in controller.in_flight], pick, controller.submitted)
+        if not picks:
             return
-        for index, group in zip(controller.refill(count), chosen):
-            task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)
+        for index, (group, q) in zip(controller.refill(len(picks)), picks):
             groups[index] = group
-            q_of[index] = 1.0 - selector.predicted_zero_spread(task_id) if task_id in selector.in_flight else 0.0
+            q_of[index] = q
             task = asyncio.create_task(sglang_rollout.generate_and_rm_group(
                 args, group, sampling_params=state.sampling_params.copy(), evaluation=False))
             state.pendings.add(task)

@@ -225,3 +225,17 @@ def test_siblings_that_agree_on_a_partial_reward_count_as_agreeing():
     for pid in sel.next_prompts(2):
         sel.record(pid, [0.5] * 8 if pid == "same" else [1.0, 0.0] * 4)
     assert sel.predicted_zero_spread("same") > 0.5 > sel.predicted_zero_spread("mixed")
+
+
+def test_settle_releases_unscored_and_surplus_groups_and_records_the_rest():
+    sel = PromptSelector(["a", "b", "c"], 8, "informative", 0)
+    a, b, c = sel.next_prompts(3)
+    sel.settle(a, None)  # technical: back to the pool, no evidence
+    sel.settle(b, [1.0] * 8, surplus=True)  # surplus: back, with its evidence
+    sel.settle(c, [1.0, 0.0] * 4)  # kept or dropped: recorded
+    stats = sel.pop_stats()
+    assert stats["released"] == 2 and sel.in_flight == frozenset()
+    assert sel.predicted_pass_rate(a) is None and sel.predicted_pass_rate(b) > 0.8
+    assert sel.predicted_pass_rate(c) is not None
+    pid, q = PromptSelector(["x"], 8, "informative", 0).next_prompt()
+    assert pid == "x" and 0.0 < q < 1.0

@@ -66,3 +66,11 @@ def test_a_negative_cushion_keeps_fewer_in_flight_but_never_fewer_than_are_missi
     assert sizer.refill_size(0, [], lambda j: 0.5) == 29  # 0.5 each: 14.5 expected, 1.5 short of the 16 missing
     assert sizer.refill_size(15, [], lambda j: 0.1) == 1  # one missing: one group, whatever its chance
     assert sizer.refill_size(15, [0.1], lambda j: 0.1) == 0
+
+
+def test_choose_returns_what_the_refill_rule_picked_with_each_q():
+    sizer = AdaptiveWaves(target=16, max_in_flight=32, cushion=-1.5)
+    items = iter(range(100))
+    picks = sizer.choose(0, [], lambda: (next(items), 0.5))
+    assert picks == [(i, 0.5) for i in range(sizer.refill_size(0, [], lambda j: 0.5))] and len(picks) == 29
+    assert sizer.choose(16, [], lambda: (next(items), 0.5)) == []
