@@ -144,6 +144,18 @@ class ScriptedSGLang:
         return JSONResponse({"workers": [{"url": self.url}]})
 
 
+def loss_mask_spans(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """Contiguous runs of loss-mask-1 positions in a response: one per model turn."""
+    spans, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
 @contextmanager
 def serving(app: FastAPI) -> Iterator[int]:
     """Run ``app`` on a free 127.0.0.1 port in a thread; stop it (bounded) on exit, also on failure."""

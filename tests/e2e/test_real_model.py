@@ -33,6 +33,7 @@ from e2e.gguf_tokenizer import save_tokenizer
 from e2e.llama_server import LlamaServer, server_metrics
 from e2e.measure import rollout
 from e2e.sglang_adapter import SGLangAdapter
+from scripted_sglang import loss_mask_spans
 from slime_double import Sample
 
 ROLLOUT_KNOBS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "2",
@@ -102,17 +103,6 @@ class _Thread:
         self.thread.join(timeout=15)
 
 
-def _spans(mask: list[int]) -> list[tuple[int, int]]:
-    spans, start = [], None
-    for i, m in enumerate([*mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            spans.append((start, i))
-            start = None
-    return spans
-
-
 def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server: LlamaServer, small_catalog: Path,
                                                                    tmp_path: Path) -> None:
     from transformers import AutoTokenizer
@@ -171,7 +161,7 @@ def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server:
         assert sample.tokens[:prompt_len] == server_ids == tokenizer.encode(prompt_text, add_special_tokens=False)
 
         # the loss mask covers exactly the ids the model produced, with the server's logprobs
-        spans = _spans(sample.loss_mask)
+        spans = loss_mask_spans(sample.loss_mask)
         mine, exchanges = exchanges[:len(spans)], exchanges[len(spans):]
         assert [response[a:b] for a, b in spans] == [e.output_ids for e in mine]
         assert [sample.rollout_log_probs[a:b] for a, b in spans] == [e.logprobs for e in mine]

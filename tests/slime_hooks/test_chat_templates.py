@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
-from scripted_sglang import WINNING, ScriptedSGLang, build_tokenizer, serving
+from scripted_sglang import WINNING, ScriptedSGLang, build_tokenizer, loss_mask_spans, serving
 from slime_double import Sample, slime_args
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
@@ -118,13 +118,7 @@ def assert_token_exact(sample: Sample, tokenizer, requests: list[list[int]], exp
     # every request fed exactly the recorded stream so far: the stream is what the model was conditioned on
     for ids in requests:
         assert sample.tokens[: len(ids)] == ids
-    spans, start = [], None
-    for i, m in enumerate([*sample.loss_mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            spans.append((start, i))
-            start = None
+    spans = loss_mask_spans(sample.loss_mask)
     assert [prompt_len + a for a, _ in spans] == [len(ids) for ids in requests]  # each model turn starts at its request
     model_text = [tokenizer.decode(sample.tokens[prompt_len + a: prompt_len + b]) for a, b in spans]
     return model_text

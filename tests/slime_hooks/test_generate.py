@@ -20,7 +20,7 @@ import pytest
 from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from scripted_sglang import END, WINNING, build_tokenizer, serving
+from scripted_sglang import END, WINNING, build_tokenizer, loss_mask_spans, serving
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, with_turns_left
 from shopsimrl.env.pages import all_tools
@@ -134,18 +134,6 @@ def new_sample(kit, index=17):
     return kit.Sample(group_index=2, index=index, prompt=TASK.task_id, metadata={"task_id": TASK.task_id, "split": "train"})
 
 
-def model_spans(sample):
-    """Contiguous runs of loss-mask-1 positions in the response."""
-    spans, start = [], None
-    for i, m in enumerate([*sample.loss_mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            spans.append((start, i))
-            start = None
-    return spans
-
-
 async def test_a_whole_episode_is_token_exact(kit, sglang, tokenizer, tokenizer_dir, tmp_path, env):
     sglang.reset([(text, "stop") for text in WINNING])
     sample = new_sample(kit)
@@ -183,7 +171,7 @@ async def test_a_whole_episode_is_token_exact(kit, sglang, tokenizer, tokenizer_
     # loss mask = exactly the ids SGLang returned, in order; logprobs aligned; env tokens 0.0
     response = sample.tokens[prompt_len:]
     assert len(sample.loss_mask) == len(sample.rollout_log_probs) == sample.response_length == len(response)
-    spans = model_spans(sample)
+    spans = loss_mask_spans(sample.loss_mask)
     assert [response[a:b] for a, b in spans] == [ids for ids, _ in sglang.replies]
     assert [sample.rollout_log_probs[a:b] for a, b in spans] == [lps for _, lps in sglang.replies]
     assert all(lp == 0.0 for lp, m in zip(sample.rollout_log_probs, sample.loss_mask) if not m)
