@@ -15,7 +15,6 @@ written atomically to ``benchmarks/results/env.json``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -30,12 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import command_line, publish
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.search import SearchEngine
 from shopsimrl.env.store import CatalogStore
 from shopsimrl.env.text import normalize_query
-from shopsimrl.io import atomic_write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "env.json"
 SESSIONS = 64
@@ -232,12 +231,9 @@ def main(quick: bool = False) -> dict[str, Any]:
         "search_p50_ms_at_20k<=5": search20k["p50_ms"] <= 5.0,
         "step_p99_ms_at_64_sessions<=20 (agent-paced)": results["http"]["agent_paced"]["step_p99_ms"] <= 20.0,
     }
-    atomic_write_json(RESULTS, results)
-    print(json.dumps(results, indent=2))
+    publish(RESULTS, results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes and short runs")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__, "small sizes and short runs")

@@ -7,10 +7,7 @@ pending set with 4,096 groups in flight; driver overhead a small share of a real
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import platform
 import random
 import statistics
 import tempfile
@@ -18,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.io import atomic_write_json
+from benchmarks.common import command_line, machine, publish
 from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.driver import CompletionQueue
 from shopsimrl.rollout.synthetic import synthetic_runner
@@ -174,7 +171,7 @@ def main(quick: bool = False) -> dict[str, Any]:
     real = env_steps["in_process"]
     driver_seconds = zero["driver_ms_per_group"] / 1e3 * real["groups_completed"]
     results: dict[str, Any] = {
-        "machine": f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}",
+        "machine": machine(),
         "knobs": knobs.as_dict(),
         "completion_path": bench_completion(IN_FLIGHT, repeats=1 if quick else 3),
         "zero_cost_steps": zero,
@@ -182,12 +179,9 @@ def main(quick: bool = False) -> dict[str, Any]:
         # the zero-cost driver time for as many groups as the real steps completed, over the real step time
         "driver_overhead_share": driver_seconds / (real["step_seconds_mean"] * real["steps"]),
     }
-    atomic_write_json(RESULTS, results)
-    print(json.dumps(results, indent=2))
+    publish(RESULTS, results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, for CI")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__, "smaller sizes, for CI")

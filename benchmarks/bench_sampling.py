@@ -5,13 +5,10 @@ Target (2-core machine): <= 2 µs per decision.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import random
 import time
 
-from shopsimrl.io import atomic_write_json
+from benchmarks.common import command_line, machine, publish
 from shopsimrl.sampling import Verdict, WaveController, replay
 
 VERDICTS = (Verdict.VARIED, Verdict.ZERO_STD, Verdict.TECHNICAL)
@@ -68,19 +65,16 @@ def bench_replay(n: int, *, seed: int = 1) -> dict[str, float]:
 def main(quick: bool = False) -> dict[str, object]:
     n = 100_000 if quick else 1_000_000
     results = {
-        "machine": f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}",
+        "machine": machine(),
         "controller_one_at_a_time": bench_decisions(n, batch=1),
         "controller_batches_of_32": bench_decisions(n, batch=32),
         "replay": bench_replay(n),
         "target_us_per_decision": 2.0,
     }
     results["meets_target"] = results["controller_one_at_a_time"]["us_per_decision"] <= 2.0
-    atomic_write_json("benchmarks/results/sampling.json", results)
-    print(json.dumps(results, indent=2))
+    publish("benchmarks/results/sampling.json", results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__)

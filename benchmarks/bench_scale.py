@@ -20,7 +20,6 @@ steps/s move with whatever else runs, the CPU cost of a step much less, so
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import multiprocessing
@@ -42,10 +41,10 @@ from typing import Any
 import httpx
 
 from benchmarks.bench_env import _ms, _pct, _session
+from benchmarks.common import command_line, publish
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.pool import EnvPool
 from shopsimrl.env.store import CatalogStore
-from shopsimrl.io import atomic_write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.json"
 PRODUCTS = 20_000
@@ -248,12 +247,9 @@ def main(quick: bool = False) -> dict[str, Any]:
         "1000_sessions_0_leaked_slots": results["sessions_1000"]["server_leased_after"] == 0
         and results["sessions_1000"]["pool_leases_after"] == 0,
     }
-    atomic_write_json(RESULTS, results)
-    print(json.dumps(results, indent=2))
+    publish(RESULTS, results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short runs and 200 sessions instead of 1,000")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__, "short runs and 200 sessions instead of 1,000")

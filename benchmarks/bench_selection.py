@@ -17,18 +17,16 @@ the simulator's per-prompt sensitivity case on the real path.  Not timed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
-import platform
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
 
+from benchmarks.common import command_line, machine, publish
 from shopsimrl.cli import main as cli_main
-from shopsimrl.io import atomic_write_json
 
 STRATEGIES: dict[str, list[str]] = {
     "seed/fixed": ["--selection", "seed", "--waves", "fixed"],
@@ -75,19 +73,16 @@ def main(quick: bool = False) -> dict[str, object]:
                 per_strategy[name].append(figures(Path(out) / run_name))
     summary = {name: {key: median(run[key] for run in runs) for key in runs[0]} for name, runs in per_strategy.items()}
     results = {
-        "machine": f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}",
+        "machine": machine(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "steps": steps,
         "seeds": list(seeds),
         "summary": summary,
         "runs": per_strategy,
     }
-    atomic_write_json("benchmarks/results/selection.json", results)
-    print(json.dumps(summary, indent=2))
+    publish("benchmarks/results/selection.json", results, summary)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__)

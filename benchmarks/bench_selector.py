@@ -7,15 +7,12 @@ over repeats of (time of next_prompts + record) / prompts chosen.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import random
 import time
 from datetime import datetime, timezone
 from statistics import median
 
-from shopsimrl.io import atomic_write_json
+from benchmarks.common import command_line, machine, publish
 from shopsimrl.sampling.selector import PromptSelector
 
 
@@ -45,18 +42,15 @@ def bench(prompts: int, waves: int, repeats: int, solved_share: float = 0.8) -> 
 def main(quick: bool = False) -> dict[str, object]:
     result = bench(100_000, waves=50 if quick else 200, repeats=3 if quick else 7)
     results = {
-        "machine": f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}",
+        "machine": machine(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "selector_100k": result,
         "target_us_per_chosen_prompt": 50.0,
         "meets_target": result["us_per_chosen_prompt_median"] <= 50.0,
     }
-    atomic_write_json("benchmarks/results/selector.json", results)
-    print(json.dumps(results, indent=2))
+    publish("benchmarks/results/selector.json", results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__)

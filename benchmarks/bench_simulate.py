@@ -16,10 +16,8 @@ Not timed: the figures are simulated.
 
 from __future__ import annotations
 
-import argparse
-import json
 
-from shopsimrl.io import atomic_write_json
+from benchmarks.common import command_line, publish
 from shopsimrl.simulate.calibrate import FIT_SEEDS, PER_PROMPT_1, RELEASE_ONLY_FIT, persistence, seed_runs
 from shopsimrl.simulate.compare import compare, targets
 from shopsimrl.simulate.model import WorldParams
@@ -34,12 +32,9 @@ def main(quick: bool = False) -> dict[str, object]:
         out = compare(steps=80, seeds=seeds, world=world)
         results[name] = {"world": out["world"], "summary": out["summary"], "targets": targets(out["summary"]),
                          "persistence_seed_order": persistence(seed_runs(world, FIT_SEEDS)).as_dict()}
-    atomic_write_json("benchmarks/results/simulate.json", results)
-    print(json.dumps(results, indent=2))
+    publish("benchmarks/results/simulate.json", results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__)

@@ -22,10 +22,7 @@ one ``httpx.AsyncClient``, which the hook once paid per episode.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -33,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.io import atomic_write_json
+from benchmarks.common import command_line, machine, publish
+
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "slime_abort.json"
@@ -154,7 +152,7 @@ def main(quick: bool = False) -> dict[str, Any]:
         finally:
             env.close()
     results: dict[str, Any] = {
-        "machine": f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "episodes_in_flight": GROUPS * N_SAMPLES,
         "env_slots": ENV_SLOTS,
@@ -166,12 +164,9 @@ def main(quick: bool = False) -> dict[str, Any]:
     results["idle_after_abort"] = all(
         results[k]["worst"][f] == 0 for k in ("decoding", "turns")
         for f in ("generate_after_abort", "leased_after", "sglang_running_after"))
-    atomic_write_json(RESULTS, results)
-    print(json.dumps(results, indent=2))
+    publish(RESULTS, results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, shorter ignored-abort episodes")
-    main(quick=parser.parse_args().quick)
+    command_line(main, __doc__, "fewer repeats, shorter ignored-abort episodes")
