@@ -96,11 +96,7 @@ async def _sessions(url: str, sessions: int) -> dict[str, Any]:
             except Exception as exc:  # counted, never hidden
                 errors.append(f"{type(exc).__name__}: {exc}")
             finally:
-                if lease is not None:
-                    try:
-                        await client.release(lease)
-                    except Exception as exc:
-                        errors.append(f"release: {type(exc).__name__}: {exc}")
+                await _release(client, lease, errors)
                 session_seconds.append(time.perf_counter() - started)
 
         t0 = time.perf_counter()
@@ -146,6 +142,16 @@ async def _healthz_probe(url: str, seconds: float, *, abusers: int) -> dict[str,
             "probes": len(latencies), "oversized_bodies_refused_413": refused}
 
 
+async def _release(client: HttpEnvClient, lease: str | None, errors: list[str]) -> None:
+    """Give a session's slot back; a failed release is counted with the session's errors, never hidden."""
+    if lease is None:
+        return
+    try:
+        await client.release(lease)
+    except Exception as exc:
+        errors.append(f"release: {type(exc).__name__}: {exc}")
+
+
 async def _idle_gaps(url: str, *, episodes: int, pause: float, **client_options: Any) -> dict[str, Any]:
     failures: list[str] = []
     async with HttpEnvClient(url, **client_options) as client:
@@ -161,11 +167,7 @@ async def _idle_gaps(url: str, *, episodes: int, pause: float, **client_options:
             except Exception as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
             finally:
-                if lease is not None:
-                    try:
-                        await client.release(lease)
-                    except Exception as exc:
-                        failures.append(f"release: {type(exc).__name__}: {exc}")
+                await _release(client, lease, failures)
 
         await asyncio.gather(*(episode(i) for i in range(episodes)))
     return {"episodes": episodes, "steps_per_episode": 5, "seconds_between_steps": pause,
