@@ -1,7 +1,9 @@
-"""Catalogs shared by every test folder: one temporary cache per session, each catalog built once.
+"""Fixtures shared by every test folder.
 
-``build_catalog`` returns the cached file when it exists, so a folder that asks for a
-(products, seed) another folder already built gets it for free.
+Catalogs: one temporary cache per session, each catalog built once.  ``build_catalog``
+returns the cached file when it exists, so a folder that asks for a (products, seed)
+another folder already built gets it for free.  ``no_work``: the rollout CLI must refuse
+bad options before it opens an environment.
 """
 
 from __future__ import annotations
@@ -31,3 +33,14 @@ def small_catalog(catalog_cache: Path) -> Path:
 def default_catalog(catalog_cache: Path) -> Path:
     """The default-size catalog (20,000 products, default seed): several seconds to build."""
     return build_catalog(DEFAULT_PRODUCTS, DEFAULT_SEED, catalog_cache)
+
+
+@pytest.fixture
+def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the rollout CLI gets as far as opening an environment."""
+    from shopsimrl.rollout import cli
+
+    async def forbidden(args: object) -> None:
+        raise AssertionError("the environment was opened although the options are invalid")
+
+    monkeypatch.setattr(cli, "_open_env", forbidden)

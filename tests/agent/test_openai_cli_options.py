@@ -28,14 +28,6 @@ def test_request_options_reach_the_policy(tmp_path: Path) -> None:
     assert options() == {}  # nothing given: the policy's own defaults
 
 
-@pytest.fixture
-def no_work(monkeypatch):
-    async def forbidden(args):
-        raise AssertionError("the environment was opened although the options are invalid")
-
-    monkeypatch.setattr(cli, "_open_env", forbidden)
-
-
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

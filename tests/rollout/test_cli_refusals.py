@@ -11,16 +11,6 @@ from shopsimrl.cli import main as shopsimrl_main
 from shopsimrl.rollout import cli
 
 
-@pytest.fixture
-def no_work(monkeypatch):
-    """Fail the test if the CLI gets as far as opening an environment."""
-
-    async def forbidden(args):
-        raise AssertionError("the environment was opened although the options are invalid")
-
-    monkeypatch.setattr(cli, "_open_env", forbidden)
-
-
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
