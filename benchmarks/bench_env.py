@@ -32,6 +32,7 @@ from typing import Any
 from benchmarks.common import command_line, publish
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.http_client import HttpEnvClient
+from shopsimrl.env.processes import stop_process
 from shopsimrl.env.search import SearchEngine
 from shopsimrl.env.store import CatalogStore
 from shopsimrl.env.text import normalize_query
@@ -201,12 +202,7 @@ def bench_http(products: int, cache_dir: Path, seconds: float) -> dict[str, Any]
         closed = asyncio.run(_drive(url, tasks, seconds, (0.0, 0.0), max_episodes=5_000))
         paced = asyncio.run(_drive(url, tasks, seconds, (0.2, 0.6), max_episodes=5_000))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
     return {"closed_loop": closed, "agent_paced": paced}
 
 

@@ -31,6 +31,7 @@ import httpx
 
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.http_client import HttpEnvClient
+from shopsimrl.env.processes import stop_process
 from shopsimrl.io import atomic_write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
@@ -67,12 +68,7 @@ class _Server:
         return httpx.get(self.url + "/healthz", timeout=10).json()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc)
 
 
 async def _sessions(url: str, sessions: int) -> dict[str, Any]:

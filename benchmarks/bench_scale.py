@@ -44,6 +44,7 @@ from benchmarks.bench_env import _ms, _pct, _session
 from benchmarks.common import command_line, publish
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.pool import EnvPool
+from shopsimrl.env.processes import stop_process
 from shopsimrl.env.store import CatalogStore
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.json"
@@ -112,13 +113,7 @@ class Servers:
         return sum(int(httpx.get(f"{url}/healthz", timeout=5).json()["leased"]) for url in self.urls)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, timeout=30)
         for pid in self.pids:  # a child the supervisor could not stop
             try:
                 os.kill(pid, signal.SIGKILL)

