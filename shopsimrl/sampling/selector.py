@@ -338,12 +338,13 @@ class PromptSelector:
         return sel
 
     # -- internals -------------------------------------------------------------------------------
-    def _take(self, i: int, out: list[int]) -> None:
+    def _take(self, i: int, out: list[int], zero: float | None = None) -> None:
+        """``i`` goes in flight; ``zero``: its predicted zero spread, when the caller has it already."""
         self._in_flight.add(i)
         out.append(i)
         stats = self._stats
         stats["chosen"] += 1
-        stats["predicted_zero_spread_sum"] += self._predict(i)
+        stats["predicted_zero_spread_sum"] += self._predict(i) if zero is None else zero
         if not self._chosen[i]:
             if self.strategy == "seed":
                 stats["explored"] += 1
@@ -353,7 +354,8 @@ class PromptSelector:
     def _pick(self) -> int:
         """Informative: one prompt (the caller checked that one is free)."""
         best = self._nearest()
-        best_q = 1.0 - self._predict(best) if best is not None else 0.0
+        best_zero = self._predict(best) if best is not None else 1.0
+        best_q = 1.0 - best_zero
         if self._unseen and (best_q < self.explore_q or self._behind_exploration_schedule()):
             i = self._unseen.popleft()
             self._stats["explored"] += 1
@@ -367,8 +369,7 @@ class PromptSelector:
                 i = best
             self._unbucket(i)
         self._picks += 1
-        out: list[int] = []
-        self._take(i, out)
+        self._take(i, [], best_zero if i == best else None)
         return i
 
     def _nearest(self) -> int | None:
