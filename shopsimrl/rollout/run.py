@@ -21,14 +21,8 @@ from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import (
-    ADAPTIVE_EXPLORE_HORIZON_EPOCHS,
-    DEFAULT_CUSHION,
-    DEFAULT_WAVES,
-    WAVE_MODES,
-    AdaptiveWaves,
-)
-from shopsimrl.sampling.selector import DEFAULT_STRATEGY, EXPLORE_HORIZON_EPOCHS, STRATEGIES, PromptSelector
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves, horizon_for_waves
+from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES, PromptSelector
 
 
 def default_run_name() -> str:
@@ -92,7 +86,7 @@ async def run_rollout(
         finally:
             paths.unlock()
     uses_selector = config.selection != "seed" or config.waves == "adaptive"
-    horizon = ADAPTIVE_EXPLORE_HORIZON_EPOCHS if config.waves == "adaptive" else EXPLORE_HORIZON_EPOCHS
+    horizon = horizon_for_waves(config.waves)
     atomic_write_json(paths.config, {
         "name": config.name,
         "steps": config.steps,

@@ -37,6 +37,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from shopsimrl.sampling.selector import EXPLORE_HORIZON_EPOCHS
+
 T = TypeVar("T")
 
 #: Expected informative groups kept in flight above the number still missing; negative keeps fewer (never fewer
@@ -48,6 +50,11 @@ DEFAULT_CUSHION = -1.5
 #: seeds 100-104 among 2, 4 and 8; see docs/efficient-sampling.md).
 ADAPTIVE_EXPLORE_HORIZON_EPOCHS = 8.0
 WAVE_MODES = ("fixed", "adaptive")
+
+
+def horizon_for_waves(waves: str) -> float:
+    """The selector's exploration horizon (epochs' worth of picks) under a wave mode."""
+    return ADAPTIVE_EXPLORE_HORIZON_EPOCHS if waves == "adaptive" else EXPLORE_HORIZON_EPOCHS
 DEFAULT_WAVES = "fixed"
 
 

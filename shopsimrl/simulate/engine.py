@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, Decision, Verdict, WaveController
-from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS, DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves, horizon_for_waves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.selector import PromptSelector
@@ -99,7 +99,7 @@ def simulate_run(
     ``selection``: ``seed``, ``informative``, ``oracle`` (reads the true pass rates: an upper bound), or
     ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: what better
     estimates could still win with the same exploration).  ``explore_horizon_epochs`` defaults to the
-    selector's own under fixed waves and to ``ADAPTIVE_EXPLORE_HORIZON_EPOCHS`` under adaptive ones.
+    wave mode's (``horizon_for_waves``).
     """
     if waves not in ("fixed", "adaptive"):
         raise ValueError(f"waves must be 'fixed' or 'adaptive', got {waves!r}")
@@ -110,8 +110,8 @@ def simulate_run(
     n = knobs.n_samples_per_prompt
     if len(w.prompt_ids) < knobs.over_sampling_batch_size:
         raise ValueError(f"{len(w.prompt_ids)} prompts cannot fill a wave of {knobs.over_sampling_batch_size}")
-    if explore_horizon_epochs is None and waves == "adaptive":
-        explore_horizon_epochs = ADAPTIVE_EXPLORE_HORIZON_EPOCHS
+    if explore_horizon_epochs is None:
+        explore_horizon_epochs = horizon_for_waves(waves)
     if selection == "oracle":
         from shopsimrl.simulate.oracle import OracleSelector
 

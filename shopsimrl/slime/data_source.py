@@ -18,8 +18,8 @@ Settings come from slime's ``args`` (``--custom-config-path`` keys):
 ``shopsim_selection`` (``informative`` by default here; ``seed`` is the shuffled-
 epoch order), ``rollout_seed``.  Under our adaptive rollout function (slime's
 ``args.rollout_function_path`` is ``ROLLOUT_FUNCTION_PATH``) the selector explores
-over ``ADAPTIVE_EXPLORE_HORIZON_EPOCHS``, as the main job does with ``--waves
-adaptive``.  The prompt file is ``--prompt-data`` (JSONL, ``--input-key`` /
+over the adaptive waves' horizon (``horizon_for_waves``), as the main job does with
+``--waves adaptive``.  The prompt file is ``--prompt-data`` (JSONL, ``--input-key`` /
 ``--metadata-key``, as ``shopsimrl data export`` writes it).
 The selector's state is saved next to slime's checkpoint as
 ``<save>/rollout/shopsim_selector_<rollout_id>.json`` (atomically).
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import atomic_write_json
-from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS
+from shopsimrl.sampling.adaptive import horizon_for_waves
 from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
 from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
@@ -90,7 +90,7 @@ class SelectorDataSource:
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
         self.selector = PromptSelector(
             task_ids, self.n, strategy, int(getattr(args, "rollout_seed", 0) or 0),
-            explore_horizon_epochs=ADAPTIVE_EXPLORE_HORIZON_EPOCHS if adaptive else None,
+            explore_horizon_epochs=horizon_for_waves("adaptive" if adaptive else "fixed"),
         )
         self.sample_group_index = 0
         self.sample_index = 0
