@@ -19,8 +19,10 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/shopsimrl rollout --steps 3 --name demo --overwrite
 
-## make test: the whole test suite but the fault matrix (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too
+## make test: ruff (lint and import order, rules in pyproject.toml), then the whole test suite but the fault matrix
+## (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q --ignore=tests/faults
 
 ## make faults: the fault matrix (env server killed, stalled, restarted; signals; full disk; ...)

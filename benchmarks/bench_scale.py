@@ -25,8 +25,8 @@ import json
 import multiprocessing
 import os
 import platform
-import random
 import queue
+import random
 import re
 import signal
 import subprocess

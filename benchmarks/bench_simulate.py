@@ -16,7 +16,6 @@ Not timed: the figures are simulated.
 
 from __future__ import annotations
 
-
 from benchmarks.common import command_line, publish
 from shopsimrl.simulate.calibrate import FIT_SEEDS, PER_PROMPT_1, RELEASE_ONLY_FIT, persistence, seed_runs
 from shopsimrl.simulate.compare import compare, targets

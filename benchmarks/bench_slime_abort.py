@@ -32,7 +32,6 @@ from typing import Any
 
 from benchmarks.common import command_line, machine, publish
 
-
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "slime_abort.json"
 GROUPS, N_SAMPLES, ENV_SLOTS = 32, 8, 48

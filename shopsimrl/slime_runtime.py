@@ -29,8 +29,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.sampling import FilterOutput, filter_output, grpo_advantages, group_verdict
+from shopsimrl.sampling import FilterOutput, filter_output, group_verdict, grpo_advantages
 from shopsimrl.sampling.verdict import group_label, iter_samples, rollout_key, sample_reward
+from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
 from shopsimrl.slime.samples import (
     env_slots,
     env_url,
@@ -40,7 +41,6 @@ from shopsimrl.slime.samples import (
     sample_status,
     trace_dir,
 )
-from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
 from shopsimrl.slime.state import hook_state
 
 log = logging.getLogger(__name__)

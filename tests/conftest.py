@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from catalogs import SMALL_PRODUCTS, SMALL_SEED
 
 from shopsimrl.env.build import build_catalog

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from shopsimrl.env.types import Observation, Task
 
+
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call as a model emitted it; ``arguments`` is the raw JSON text, unparsed."""

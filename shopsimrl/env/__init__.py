@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shopsimrl.lazy import lazy_names
-
 from shopsimrl.env.types import (
     FEEDBACK_CODES,
     HEALTHZ_KEYS,
@@ -31,6 +29,7 @@ from shopsimrl.env.types import (
     Task,
     UnknownTaskError,
 )
+from shopsimrl.lazy import lazy_names
 
 if TYPE_CHECKING:
     from shopsimrl.env.build import build_catalog, catalog_path, default_cache_dir

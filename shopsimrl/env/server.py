@@ -40,8 +40,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from shopsimrl.env import wire
 from shopsimrl.env.auth import BearerTokenMiddleware
 from shopsimrl.env.core import ShopSimEnv
-from shopsimrl.env.fingerprint import env_fingerprint
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, KEEP_ALIVE
+from shopsimrl.env.fingerprint import env_fingerprint
 from shopsimrl.env.sessions import AcquireAbandoned
 from shopsimrl.env.types import EnvError
 

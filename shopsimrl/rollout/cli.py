@@ -10,8 +10,8 @@ interrupted by SIGINT / SIGTERM (the step is aborted, its env leases released);
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import asyncio
+import dataclasses
 import errno
 import logging
 import math
@@ -27,7 +27,6 @@ from shopsimrl.env.types import EnvError
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.sampling import KnobError, SamplingKnobs, TooManyTechnicalFailures
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES
-from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
@@ -35,6 +34,7 @@ from shopsimrl.sampling.knobs import (
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
     DEFAULT_ROLLOUT_BATCH_SIZE,
 )
+from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -358,9 +358,9 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
 
     from shopsimrl.agent import make_policy
     from shopsimrl.rollout.faults import FaultInjectingEnv
+    from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
     from shopsimrl.rollout.run import RolloutConfig, default_run_name, run_rollout
     from shopsimrl.rollout.runner import agent_runner
-    from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
     from shopsimrl.rollout.view import RolloutView
 
     try:

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shopsimrl.rollout.group import CLASSIFICATIONS, EpisodeSlots, EpisodeSpec, GroupRun, run_group
 from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
+from shopsimrl.rollout.group import CLASSIFICATIONS, EpisodeSlots, EpisodeSpec, GroupRun, run_group
 from shopsimrl.rollout.runner import agent_runner
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shopsimrl.env.types import EnvClient, EnvClientWrapper, StepResult
 from shopsimrl.agent.result import EpisodeResult
+from shopsimrl.env.types import EnvClient, EnvClientWrapper, StepResult
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
 
 if TYPE_CHECKING:

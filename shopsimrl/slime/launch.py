@@ -32,7 +32,6 @@ from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling import KnobError, SamplingKnobs
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, ROLLOUT_FUNCTION_PATH
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
@@ -43,6 +42,7 @@ from shopsimrl.sampling.knobs import (
     validate_update_knobs,
     validate_wave_knobs,
 )
+from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, ROLLOUT_FUNCTION_PATH
 
 #: The hook paths, by slime flag.
 HOOKS: Mapping[str, str] = {

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from catalogs import SMALL_PRODUCTS, SMALL_SEED
 
 ray = pytest.importorskip("ray", reason="the Ray helper needs the optional extra: pip install 'shopsimrl[ray]'")

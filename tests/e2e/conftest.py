@@ -12,9 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from e2e.llama_server import LlamaServer, ServerUnavailable, running_server
-
 
 HERE = Path(__file__).resolve().parent
 

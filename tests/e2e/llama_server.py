@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-
 from e2e.llama_build import build, chat_template, server_binary
 
 from shopsimrl.env.processes import stop_process

@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-
 from e2e.gguf_tokenizer import save_tokenizer
 from e2e.llama_server import LlamaServer, server_metrics
 from e2e.measure import rollout

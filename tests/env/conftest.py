@@ -6,11 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from shopsimrl.env.build import build_catalog
-from shopsimrl.env.core import ShopSimEnv
-
 from catalogs import SMALL_PRODUCTS, SMALL_SEED  # noqa: F401  (re-exported to the env tests)
+
+from shopsimrl.env.core import ShopSimEnv
 
 
 @pytest.fixture(scope="session")

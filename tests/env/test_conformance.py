@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from agent.fakes import FakeEnv
+
 from shopsimrl.env.conformance import EnvClientConformanceError, check_env_client
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.http_client import HttpEnvClient

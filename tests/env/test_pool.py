@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from catalogs import SMALL_PRODUCTS, SMALL_SEED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalogs import SMALL_PRODUCTS, SMALL_SEED
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.http_client import HttpEnvClient

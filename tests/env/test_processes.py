@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from catalogs import SMALL_PRODUCTS, SMALL_SEED
 from local_processes import alive, free_ports
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from faults.processes import PRODUCTS, EnvServer, Rollout
+
 from shopsimrl.env.build import build_catalog
 
 

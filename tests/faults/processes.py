@@ -12,13 +12,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
-
-from shopsimrl.env.build import build_catalog
 
 PRODUCTS = 2_000
 HERE = Path(__file__).resolve().parent

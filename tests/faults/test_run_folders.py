@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from faults.processes import Rollout, check_files_whole, wait_for
 
 

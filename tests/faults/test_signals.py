@@ -7,7 +7,6 @@ import signal
 import time
 
 import pytest
-
 from faults.processes import EnvServer, Rollout, check_files_whole, wait_for
 
 

@@ -20,7 +20,7 @@ from shopsimrl.io import read_jsonl
 from shopsimrl.rollout import RolloutConfig, cli, run_rollout
 from shopsimrl.rollout.runner import agent_runner
 from shopsimrl.rollout.synthetic import unit_hash
-from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD, SamplingKnobs
+from shopsimrl.sampling import REASON_ZERO_STD, SamplingKnobs
 from shopsimrl.sampling.metrics import STEP_METRIC_KEYS
 
 SMALL_ARGS = ["--products", "2000", "--rollout-batch-size", "4", "--n-samples-per-prompt", "4",

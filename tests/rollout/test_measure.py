@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.fakes import TASK, WINNING, FakeEnv, ScriptedPolicy, call
+
 from shopsimrl.rollout.group import CLASSIFICATIONS
 from shopsimrl.rollout.measure import measure, measurement_groups
 

@@ -9,8 +9,7 @@ import pytest
 from rollout.fakes import jittered, load_events, read_json
 
 from shopsimrl.agent.heuristic import LEARNING_DECAY, HeuristicPolicy
-from shopsimrl.rollout import RolloutConfig, run_rollout
-from shopsimrl.rollout import cli
+from shopsimrl.rollout import RolloutConfig, cli, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner
 from shopsimrl.sampling import SamplingKnobs
 from shopsimrl.sampling.selector import SELECTOR_PREFIX

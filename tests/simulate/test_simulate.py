@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shopsimrl.cli import main
+from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
 from shopsimrl.simulate.calibrate import (
     FIT_SEEDS,
     RELEASE_ONLY_FIT,
@@ -18,7 +19,6 @@ from shopsimrl.simulate.calibrate import (
     seed_runs,
     simulated_figures,
 )
-from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
 

@@ -22,11 +22,11 @@ from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
 from scripted_sglang import WINNING, ScriptedSGLang, build_tokenizer, loss_mask_spans, serving
 from slime_double import Sample, slime_args
 
+from shopsimrl.agent import DEFAULT_MAX_TURNS
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation
 from shopsimrl.slime.state import hook_state
-from shopsimrl.agent import DEFAULT_MAX_TURNS
 from shopsimrl.slime_runtime import generate
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"

@@ -15,6 +15,7 @@ from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_metrics import drop_unscored_eval_episodes
 from shopsimrl.slime_runtime import generate
 
+
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
     return build_tokenizer(tmp_path_factory.mktemp("tok"), ["thinking out loud", TASK.instruction], PLAIN_CHAT_TEMPLATE)

@@ -17,6 +17,7 @@ from slime_double import Sample, slime_args
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import generate
 
+
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
     return build_tokenizer(tmp_path_factory.mktemp("tok"), ["thinking out loud", TASK.instruction], PLAIN_CHAT_TEMPLATE)

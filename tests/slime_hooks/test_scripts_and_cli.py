@@ -229,8 +229,8 @@ fully_scored_group_filter(args, group)
 normalize_grpo_by_prompt_and_rollout(args, group)
 record_generated_rollout_groups(args, [group], None)
 enrich_rollout_metrics(0, args, group, {}, 1.0)
-print(",".join(m for m in %r if m in sys.modules))
-""" % (HEAVY,)
+print(",".join(m for m in HEAVY_NAMES if m in sys.modules))
+""".replace("HEAVY_NAMES", repr(HEAVY))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == ""
 
