@@ -22,7 +22,8 @@ from shopsimrl.rollout.report import StepReport
 from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves, horizon_for_waves
-from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES, PromptSelector
+from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
+from shopsimrl.sampling.source import prompt_source
 
 
 def default_run_name() -> str:
@@ -110,8 +111,8 @@ async def run_rollout(
         paths=paths,
         seed=config.seed,
         observer=observer,
-        selector=PromptSelector(task_ids, knobs.n_samples_per_prompt, config.selection, config.seed,
-                                explore_horizon_epochs=horizon) if uses_selector else None,
+        selector=prompt_source(config.selection, task_ids, knobs.n_samples_per_prompt, config.seed,
+                               explore_horizon_epochs=horizon) if uses_selector else None,
         adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.cushion)
         if config.waves == "adaptive" else None,
         learner=learner,

@@ -37,7 +37,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WAVE_MODES, WaveMode
 from shopsimrl.sampling.selector import EXPLORE_HORIZON_EPOCHS
+
+__all__ = ["ADAPTIVE_EXPLORE_HORIZON_EPOCHS", "DEFAULT_CUSHION", "DEFAULT_WAVES", "WAVE_MODES", "AdaptiveWaves",
+           "horizon_for_waves", "prob_at_least"]
 
 T = TypeVar("T")
 
@@ -49,13 +53,12 @@ DEFAULT_CUSHION = -1.5
 #: for there, so never-seen prompts are tried over a longer horizon than under fixed waves (chosen on simulation
 #: seeds 100-104 among 2, 4 and 8; see docs/efficient-sampling.md).
 ADAPTIVE_EXPLORE_HORIZON_EPOCHS = 8.0
-WAVE_MODES = ("fixed", "adaptive")
+DEFAULT_WAVES = DEFAULT_WAVE_MODE  # the name other modules import
 
 
-def horizon_for_waves(waves: str) -> float:
+def horizon_for_waves(waves: WaveMode | str) -> float:
     """The selector's exploration horizon (epochs' worth of picks) under a wave mode."""
-    return ADAPTIVE_EXPLORE_HORIZON_EPOCHS if waves == "adaptive" else EXPLORE_HORIZON_EPOCHS
-DEFAULT_WAVES = "fixed"
+    return ADAPTIVE_EXPLORE_HORIZON_EPOCHS if WaveMode.parse(waves) is WaveMode.ADAPTIVE else EXPLORE_HORIZON_EPOCHS
 
 
 def prob_at_least(qs: Sequence[float], k: int) -> float:

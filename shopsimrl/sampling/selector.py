@@ -1,12 +1,10 @@
-"""``PromptSelector``: which prompts to start next, learned from the groups that finished.
+"""``PromptSelector``: the informative selector, which prompts to start next, learned from the groups that finished.
 
-Two strategies, one contract (``next_prompts`` / ``record`` / ``release`` /
-``state_dict``):
+It is one of the two prompt sources (:class:`~shopsimrl.sampling.source.PromptSource`, one contract:
+``next_prompts`` / ``next_prompt`` / ``settle`` / ``record`` / ``release`` / ``state_dict``); the other,
+the faithful seed order, is :class:`~shopsimrl.sampling.order.SeedOrder` (it keeps this class's evidence
+and predictions, which size adaptive waves, and walks the seed's shuffled epochs instead of picking).
 
-- ``"seed"`` (the default everywhere) is the faithful data order: the prompt set
-  shuffled once per epoch with the seed, walked in order, nothing skipped.  A
-  prompt met while it is still in flight is deferred and served first next time.
-  A released prompt is consumed, as in slime without ``--partial-rollout``.
 - ``"informative"`` estimates every prompt's pass rate under the current policy
   with a shared skill and a per-prompt difficulty (:mod:`~shopsimrl.sampling.estimate`),
   and from it ``q = 1 − ẑ``, the predicted probability that the next group of ``n``
@@ -40,9 +38,9 @@ from typing import Any
 
 from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, sigmoid, zero_spread_probability
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT, ZERO_STD_EPSILON
+from shopsimrl.sampling.modes import DEFAULT_STRATEGY, STRATEGIES, Strategy
 
-STRATEGIES = ("seed", "informative")
-DEFAULT_STRATEGY = "seed"
+__all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "NotEnoughPromptsError", "PromptSelector", "PromptStateError"]
 
 #: Width (logits of difficulty) of the buckets observed prompts wait in (informative).
 BUCKET_WIDTH = 0.25
@@ -90,11 +88,13 @@ def skip_distance(n: int, skip_q: float = SKIP_Q) -> float:
 class PromptSelector:
     """Hands out prompts to start and learns from their finished groups (see the module docstring)."""
 
+    strategy: Strategy = Strategy.INFORMATIVE
+
     def __init__(
         self,
         prompt_ids: Iterable[Hashable],
         n_samples_per_prompt: int = DEFAULT_N_SAMPLES_PER_PROMPT,
-        strategy: str = DEFAULT_STRATEGY,
+        strategy: Strategy | str | None = None,
         seed: int = 0,
         *,
         prior_sd: float | None = None,
@@ -112,14 +112,14 @@ class PromptSelector:
             raise ValueError(f"explore_horizon_epochs must be > 0, got {horizon!r}")
         if not 0.0 <= recheck <= 1.0:
             raise ValueError(f"recheck_share must be within [0, 1], got {recheck!r}")
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        if strategy is not None and Strategy.parse(strategy) is not self.strategy:
+            raise ValueError(f"{type(self).__name__} is the {self.strategy} strategy, not {strategy}: "
+                             "build a prompt source with shopsimrl.sampling.source.prompt_source(strategy, ...)")
         if isinstance(n_samples_per_prompt, bool) or not isinstance(n_samples_per_prompt, int) or n_samples_per_prompt < 1:
             raise ValueError(f"n_samples_per_prompt must be an integer >= 1, got {n_samples_per_prompt!r}")
         ids = list(dict.fromkeys(prompt_ids))
         if not ids:
             raise ValueError("the prompt set is empty")
-        self.strategy = strategy
         self.n = n_samples_per_prompt
         self.seed = seed
         self.prior_sd = float(prior_sd)
@@ -137,8 +137,6 @@ class PromptSelector:
         self._chosen = bytearray(count)  # ever handed out
         self._chosen_count = 0
         self._in_flight: set[int] = set()
-        self._order: deque[int] = deque()  # the rest of the current epoch pass
-        self._deferred: dict[int, None] = {}  # met while in flight: first in line next time (ordered set)
         self.epoch = 0
         self._rng = random.Random(f"shopsimrl-selector/{seed}")
         self._pop_zero = 0.0  # decayed count of first observations that had zero spread
@@ -149,11 +147,14 @@ class PromptSelector:
         self._buckets: dict[int, dict[int, None]] = {}
         self._bucket_of: dict[int, int] = {}  # observed prompts out of flight -> their bucket
         self._age: deque[tuple[int, int]] = deque()  # (prompt, observations) oldest first; stale entries skipped
-        if strategy == "informative":
-            order = list(range(count))
-            random.Random(f"shopsimrl-tasks/{seed}/0").shuffle(order)
-            self._unseen.extend(order)
-            self.epoch = 1
+        self._start()
+
+    def _start(self) -> None:
+        """The first line of prompts: the never-seen ones, shuffled as the seed's first epoch."""
+        order = list(range(len(self._ids)))
+        random.Random(f"shopsimrl-tasks/{self.seed}/0").shuffle(order)
+        self._unseen.extend(order)
+        self.epoch = 1
 
     # -- the contract ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -173,25 +174,7 @@ class PromptSelector:
                 f"asked for {k} prompts but only {free} of {len(self._ids)} are not in flight: "
                 "use a larger prompt set or submit fewer groups at once"
             )
-        if self.strategy == "informative":
-            out = [self._pick() for _ in range(k)]
-            return [self._ids[i] for i in out]
-        out: list[int] = []
-        in_flight = self._in_flight
-        for i in list(self._deferred):
-            if len(out) == k:
-                break
-            if i not in in_flight:
-                del self._deferred[i]
-                self._take(i, out)
-        while len(out) < k:
-            if not self._order:
-                self._new_epoch()
-            i = self._order.popleft()
-            if i in in_flight:
-                self._deferred[i] = None
-                continue
-            self._take(i, out)
+        out = [self._pick() for _ in range(k)]
         return [self._ids[i] for i in out]
 
     def next_prompt(self) -> tuple[Hashable, float]:
@@ -214,25 +197,20 @@ class PromptSelector:
         i = self._flying(prompt_id, "record")
         self._observe(i, rewards)
         self._in_flight.discard(i)
-        if self.strategy == "informative":
-            self._place(i, front=False)
+        self._back_in_line(i, front=False)
 
     def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:
         """A started prompt with no trained result (aborted, surplus, technical): back to the pool.
 
-        ``rewards`` (a surplus group was scored) are kept as evidence.  ``informative``
-        puts the prompt first in line (of its bucket); ``seed`` consumes it, as slime does.
+        ``rewards`` (a surplus group was scored) are kept as evidence.  The prompt goes first in
+        line (of its bucket); the seed order consumes it instead, as slime does.
         """
         i = self._flying(prompt_id, "release")
         if rewards is not None:
             self._observe(i, rewards)
         self._in_flight.discard(i)
         self._stats["released"] += 1
-        if self.strategy == "informative":  # first in line again
-            if self._observed[i]:
-                self._place(i, front=True)
-            else:
-                self._unseen.appendleft(i)
+        self._back_in_line(i, front=True)
 
     def release_in_flight(self) -> list[Hashable]:
         """Release every prompt in flight (a resumed run cannot finish them)."""
@@ -291,8 +269,6 @@ class PromptSelector:
             "observed": list(self._observed),
             "chosen": list(self._chosen),
             "in_flight": sorted(self._in_flight),
-            "order": list(self._order),
-            "deferred": list(self._deferred),
             "unseen": list(self._unseen),
             "buckets": [[key, list(bucket)] for key, bucket in self._buckets.items()],
             "age": [list(entry) for entry in self._age if self._current(entry)],
@@ -324,8 +300,6 @@ class PromptSelector:
         sel._chosen = bytearray(state["chosen"])
         sel._chosen_count = sum(sel._chosen)
         sel._in_flight = {int(i) for i in state["in_flight"]}
-        sel._order = deque(int(i) for i in state["order"])
-        sel._deferred = dict.fromkeys(int(i) for i in state["deferred"])
         sel._unseen = deque(int(i) for i in state["unseen"])
         sel._buckets = {int(key): dict.fromkeys(int(i) for i in bucket) for key, bucket in state["buckets"]}
         sel._bucket_of = {i: key for key, bucket in sel._buckets.items() for i in bucket}
@@ -346,8 +320,6 @@ class PromptSelector:
         stats["chosen"] += 1
         stats["predicted_zero_spread_sum"] += self._predict(i) if zero is None else zero
         if not self._chosen[i]:
-            if self.strategy == "seed":
-                stats["explored"] += 1
             self._chosen[i] = 1
             self._chosen_count += 1
 
@@ -413,6 +385,13 @@ class PromptSelector:
         left_after = max(0, self._horizon - self._picks - 1)
         return len(self._unseen) * self._horizon > left_after * len(self._ids)
 
+    def _back_in_line(self, i: int, *, front: bool) -> None:
+        """A prompt out of flight waits again: observed, in its bucket; never observed, with the unseen."""
+        if self._observed[i]:
+            self._place(i, front=front)
+        else:
+            self._unseen.appendleft(i)
+
     def _place(self, i: int, *, front: bool) -> None:
         """An observed prompt out of flight: into the bucket of its difficulty, and into the age line."""
         key = math.floor(self._model.mean[i] / BUCKET_WIDTH)
@@ -439,12 +418,6 @@ class PromptSelector:
 
     def _population_q(self) -> float:
         return 1.0 - (self._pop_zero + 0.5 * POPULATION_PRIOR_WEIGHT) / (self._pop_seen + POPULATION_PRIOR_WEIGHT)
-
-    def _new_epoch(self) -> None:
-        order = list(range(len(self._ids)))
-        random.Random(f"shopsimrl-tasks/{self.seed}/{self.epoch}").shuffle(order)
-        self.epoch += 1
-        self._order.extend(order)
 
     def _predict(self, i: int) -> float:
         if self._observed[i]:

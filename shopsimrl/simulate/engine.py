@@ -19,6 +19,7 @@ from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves, horizon_
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.source import prompt_source
 from shopsimrl.simulate.model import World, WorldParams
 
 
@@ -121,7 +122,7 @@ def simulate_run(
 
         selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs)
     else:
-        selector = PromptSelector(w.prompt_ids, n, selection, seed, explore_horizon_epochs=explore_horizon_epochs)
+        selector = prompt_source(selection, w.prompt_ids, n, seed, explore_horizon_epochs=explore_horizon_epochs)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
     sizer = AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, cushion)
     initial = w.mean_pass_rate()

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
 from shopsimrl.simulate.model import World
 
 
-class OracleSelector(PromptSelector):
-    """``PromptSelector`` whose picks and predictions use the true pass rates of ``world``."""
+class OracleSelector(SeedOrder):
+    """``SeedOrder`` whose picks and predictions use the true pass rates of ``world``."""
 
     def __init__(self, world: World, n_samples_per_prompt: int, seed: int) -> None:
-        super().__init__(world.prompt_ids, n_samples_per_prompt, "seed", seed)
+        super().__init__(world.prompt_ids, n_samples_per_prompt, seed=seed)
         self.strategy = "oracle"
         self.world = world
 

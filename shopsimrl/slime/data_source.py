@@ -36,14 +36,18 @@ from typing import Any
 
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.adaptive import horizon_for_waves
-from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
+from shopsimrl.sampling.modes import Strategy, WaveMode
+from shopsimrl.sampling.selector import selector_step_metrics
+from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
 from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.slime.samples import reward_key
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SLIME_SELECTION = "informative"
+#: Not the main job's default (``seed``): choosing this data source is the opt-in to prompt selection; slime's own
+#: data source is the seed's order.  ``shopsim_selection: seed`` gives that order here (with the selector metrics).
+DEFAULT_SLIME_SELECTION = Strategy.INFORMATIVE
 
 
 def state_path(directory: str | Path, rollout_id: int) -> Path:
@@ -88,9 +92,9 @@ class SelectorDataSource:
         )
         strategy = getattr(args, "shopsim_selection", None) or DEFAULT_SLIME_SELECTION
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
-        self.selector = PromptSelector(
-            task_ids, self.n, strategy, int(getattr(args, "rollout_seed", 0) or 0),
-            explore_horizon_epochs=horizon_for_waves("adaptive" if adaptive else "fixed"),
+        self.selector = prompt_source(
+            strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0),
+            explore_horizon_epochs=horizon_for_waves(WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED),
         )
         self.sample_group_index = 0
         self.sample_index = 0
@@ -147,7 +151,7 @@ class SelectorDataSource:
             log.info("no ShopSim selector state at %s: starting fresh", path)
             return
         state = json.loads(path.read_text(encoding="utf-8"))
-        self.selector = PromptSelector.from_state_dict(state["selector"])
+        self.selector = prompt_source_from_state(state["selector"])
         self.selector.release_in_flight()  # a resumed run cannot finish what was in flight
         self.sample_group_index = int(state["sample_group_index"])
         self.sample_index = int(state["sample_index"])

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling.selector import (
     EXPLORE_HORIZON_EPOCHS,
     NotEnoughPromptsError,
@@ -17,6 +16,7 @@ from shopsimrl.sampling.selector import (
     PromptStateError,
     zero_spread_probability,
 )
+from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 
 STRATEGY = st.sampled_from(["seed", "informative"])
 # one script step: (k to ask for, how to finish each started prompt: record all-same / record varied / release)
@@ -54,7 +54,7 @@ def drive(sel: PromptSelector, actions, trace: list | None = None) -> None:
 @settings(max_examples=60, deadline=None)
 @given(strategy=STRATEGY, size=st.integers(1, 12), seed=st.integers(0, 3), actions=ACTIONS)
 def test_k_distinct_never_in_flight(strategy, size, seed, actions):
-    drive(PromptSelector([f"p{i}" for i in range(size)], 8, strategy, seed), actions)
+    drive(prompt_source(strategy, [f"p{i}" for i in range(size)], 8, seed), actions)
 
 
 @settings(max_examples=40, deadline=None)
@@ -62,17 +62,17 @@ def test_k_distinct_never_in_flight(strategy, size, seed, actions):
 def test_deterministic_under_a_seed(strategy, size, seed, actions):
     ids = [f"p{i}" for i in range(size)]
     a, b = [], []
-    drive(PromptSelector(ids, 8, strategy, seed), actions, a)
-    drive(PromptSelector(ids, 8, strategy, seed), actions, b)
+    drive(prompt_source(strategy, ids, 8, seed), actions, a)
+    drive(prompt_source(strategy, ids, 8, seed), actions, b)
     assert a == b
 
 
 @settings(max_examples=40, deadline=None)
 @given(strategy=STRATEGY, size=st.integers(1, 12), seed=st.integers(0, 3), before=ACTIONS, after=ACTIONS)
 def test_state_round_trip_through_json(strategy, size, seed, before, after):
-    sel = PromptSelector([f"p{i}" for i in range(size)], 8, strategy, seed)
+    sel = prompt_source(strategy, [f"p{i}" for i in range(size)], 8, seed)
     drive(sel, before)
-    restored = PromptSelector.from_state_dict(json.loads(json.dumps(sel.state_dict())))
+    restored = prompt_source_from_state(json.loads(json.dumps(sel.state_dict())))
     assert restored.state_dict() == sel.state_dict()
     a, b = [], []
     drive(sel, after, a)
@@ -85,7 +85,7 @@ def test_state_round_trip_through_json(strategy, size, seed, before, after):
 def test_every_prompt_is_tried(strategy, size, seed, k, data):
     """Whatever the outcomes, every prompt is handed out: within the first epoch with seed; with informative,
     within the exploration horizon plus one pick per never-seen prompt released back (and one batch)."""
-    sel = PromptSelector([f"p{i}" for i in range(size)], 8, strategy, seed)
+    sel = prompt_source(strategy, [f"p{i}" for i in range(size)], 8, seed)
     rng = random.Random(data.draw(st.integers(0, 100)))
     picks = 0
     released_unseen = 0
@@ -103,19 +103,6 @@ def test_every_prompt_is_tried(strategy, size, seed, k, data):
     assert sel.coverage() == 1.0
     if strategy == "seed":
         assert sel.epoch == 1 or picks <= size + k  # the first epoch (or the call that opened the second)
-
-
-def test_seed_strategy_is_the_task_samplers_order():
-    ids = [f"t{i}" for i in range(50)]
-    sel, sampler = PromptSelector(ids, 8, "seed", 7), TaskSampler(ids, seed=7)
-    got = []
-    for _ in range(5):
-        batch = sel.next_prompts(10)
-        for pid in batch:
-            sel.record(pid, [1.0] * 8)
-        got += batch
-    sampler.begin_step()
-    assert got == sampler.take(50)
 
 
 def test_informative_skips_solved_prompts_and_keeps_rechecking_them():
@@ -141,7 +128,7 @@ def test_informative_skips_solved_prompts_and_keeps_rechecking_them():
 
 def test_released_prompts_come_back_first_with_informative_and_are_consumed_with_seed():
     ids = [f"p{i}" for i in range(20)]
-    inf, seed = PromptSelector(ids, 8, "informative", 1), PromptSelector(ids, 8, "seed", 1)
+    inf, seed = PromptSelector(ids, 8, "informative", 1), prompt_source("seed", ids, 8, 1)
     first_inf, first_seed = inf.next_prompts(4), seed.next_prompts(4)
     inf.release(first_inf[2])
     seed.release(first_seed[2])

@@ -1,0 +1,56 @@
+"""The two choices a run makes about sampling, as enums, each with its default (defined here, once).
+
+- :class:`Strategy`: which prompts start.  ``seed`` is the faithful data order (the prompt set shuffled
+  once per epoch with the seed, :class:`~shopsimrl.sampling.order.SeedOrder`); ``informative`` skips
+  prompts predicted to give zero reward spread (:class:`~shopsimrl.sampling.selector.PromptSelector`).
+- :class:`WaveMode`: how many groups start.  ``fixed`` is slime's whole waves of
+  ``over_sampling_batch_size``; ``adaptive`` keeps the predicted number in flight
+  (:class:`~shopsimrl.sampling.adaptive.AdaptiveWaves`).
+
+Both are ``str`` enums: they compare equal to their values, print as them and go into JSON as them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class _Choice(str, Enum):
+    """A string choice: ``str()`` and ``format()`` give the value (as argparse and JSON show it)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def parse(cls, value: object) -> _Choice:
+        """The member named by ``value`` (a member or its string); ``ValueError`` names the choices."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value))
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise ValueError(f"{cls.__name__.lower()} must be one of {names}, got {value!r}") from None
+
+
+class Strategy(_Choice):
+    """Which prompts a step starts."""
+
+    SEED = "seed"  # the faithful shuffled-epoch order
+    INFORMATIVE = "informative"  # skip prompts predicted to give zero spread (re-checked, never lost)
+
+
+class WaveMode(_Choice):
+    """How many groups a step starts."""
+
+    FIXED = "fixed"  # slime's whole waves of over_sampling_batch_size
+    ADAPTIVE = "adaptive"  # the predicted number to fill the batch plus a cushion, topped up per completion
+
+
+DEFAULT_STRATEGY = Strategy.SEED
+DEFAULT_WAVE_MODE = WaveMode.FIXED
+STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)  # argparse choices
+WAVE_MODES: tuple[str, ...] = tuple(m.value for m in WaveMode)

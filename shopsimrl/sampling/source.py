@@ -1,0 +1,54 @@
+"""``PromptSource``: what a rollout step asks of its prompts, and the one place a strategy becomes a source.
+
+Two sources share the contract: :class:`~shopsimrl.sampling.order.SeedOrder` (the faithful
+order) and :class:`~shopsimrl.sampling.selector.PromptSelector` (the informative selector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, Protocol
+
+from shopsimrl.sampling.modes import Strategy
+from shopsimrl.sampling.order import SeedOrder
+from shopsimrl.sampling.selector import PromptSelector
+
+
+class PromptSource(Protocol):
+    """Hands out prompts to start and hears back what became of each (at step end)."""
+
+    def next_prompts(self, k: int) -> list[Hashable]:
+        """``k`` distinct prompts, none in flight (a fixed wave)."""
+        ...
+
+    def next_prompt(self) -> tuple[Hashable, float]:
+        """One prompt and its predicted chance of a group with spread (an adaptive refill)."""
+        ...
+
+    def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
+        """A decided group's result: recorded, or released (unscored, or surplus with its evidence)."""
+        ...
+
+    def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:
+        """A started prompt with no result (aborted): out of flight."""
+        ...
+
+
+def prompt_source(
+    strategy: Strategy | str,
+    prompt_ids: Iterable[Hashable],
+    n_samples_per_prompt: int,
+    seed: int = 0,
+    *,
+    explore_horizon_epochs: float | None = None,
+) -> PromptSelector:
+    """The prompt source of ``strategy`` (``explore_horizon_epochs`` paces the informative selector's exploration,
+    see ``horizon_for_waves``; the seed order keeps it in its state only)."""
+    cls = SeedOrder if Strategy.parse(strategy) is Strategy.SEED else PromptSelector
+    return cls(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=explore_horizon_epochs)
+
+
+def prompt_source_from_state(state: dict[str, Any]) -> PromptSelector:
+    """A source saved by ``state_dict()``, of the strategy it was saved with."""
+    cls = SeedOrder if Strategy.parse(state.get("strategy")) is Strategy.SEED else PromptSelector
+    return cls.from_state_dict(state)
