@@ -25,8 +25,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import NamedTuple
 
-from shopsimrl.sampling.filter import DROP_REASONS, filter_output, should_drop
-from shopsimrl.sampling.guard import ConsecutiveFailureGuard
+from shopsimrl.sampling.filter import DROP_REASONS, REASON_TECHNICAL, filter_output, should_drop
+from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
 from shopsimrl.sampling.knobs import (
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
@@ -244,7 +244,12 @@ class WaveController:
         self._require("complete")
         if index not in self._in_flight:
             raise ControllerStateError(self._not_in_flight(index))
-        return self._decide(index, verdict if type(verdict) is Verdict else Verdict.parse(verdict))
+        verdict = verdict if type(verdict) is Verdict else Verdict.parse(verdict)
+        try:
+            return self._decide(index, verdict)
+        except TooManyTechnicalFailures as exc:
+            exc.decisions = (self._stopped_by(index),)
+            raise
 
     def complete_batch(self, completions: Iterable[tuple[int, Verdict | str]]) -> list[GroupDecision]:
         """Groups that finished together: each is filtered and counted, in submission order.
@@ -259,7 +264,20 @@ class WaveController:
                 raise ControllerStateError(self._not_in_flight(index))
             if i and batch[i - 1][0] == index:
                 raise ControllerStateError(f"group {index} appears twice in one batch")
-        return [self._decide(index, verdict) for index, verdict in batch]
+        decided: list[GroupDecision] = []
+        try:
+            for index, verdict in batch:
+                decided.append(self._decide(index, verdict))
+        except TooManyTechnicalFailures as exc:
+            exc.decisions = (*decided, self._stopped_by(index))
+            raise
+        return decided
+
+    def _stopped_by(self, index: int) -> GroupDecision:
+        """The group that fired the consecutive-failure stop: technical, dropped (the step ends on it, so
+        ``remaining`` is left as it was)."""
+        return GroupDecision(index, bisect_right(self._wave_starts, index), Verdict.TECHNICAL, Decision.DROPPED,
+                             REASON_TECHNICAL, self.remaining, len(self.kept))
 
     def _decide(self, index: int, verdict: Verdict) -> GroupDecision:
         """Filter one in-flight group and apply slime's drop rule: the hot path."""

@@ -8,19 +8,26 @@ object, owned by whoever runs the loop.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, validate_failure_limit
 from shopsimrl.sampling.verdict import Verdict
 
 
 class TooManyTechnicalFailures(RuntimeError):
-    """Raised when ``limit`` technical groups arrived in a row."""
+    """Raised when ``limit`` technical groups arrived in a row.
+
+    ``decisions``: when a ``WaveController`` raised it, every decision of the batch the stop cut
+    short, in submission order, up to and including the trigger (a technical group, dropped);
+    the rest of that batch was never judged.
+    """
 
     def __init__(self, message: str, *, count: int, groups: list[str], trace_dir: str | None) -> None:
         super().__init__(message)
         self.count = count
         self.groups = groups
         self.trace_dir = trace_dir
+        self.decisions: tuple[Any, ...] = ()  # GroupDecision (the controller sets them)
 
 
 class ConsecutiveFailureGuard:

@@ -1,0 +1,240 @@
+"""``RolloutStep``: one rollout step as a sans-I/O object, in the style of h11: events in, actions out.
+
+It owns everything one step decides, written once for the main job's driver, slime's
+rollout function, the simulator and ``replay`` (each an I/O shell around it):
+
+- the :class:`~shopsimrl.sampling.controller.WaveController` (slime's drop rule, ``remaining``,
+  the fallback, abort at ``target`` kept, the consecutive-failure stop);
+- the prompt source (:class:`~shopsimrl.sampling.source.PromptSource`: the seed order or the
+  informative selector);
+- the wave sizer (:class:`FixedWaves`, slime's whole waves; or :class:`AdaptiveRefills`);
+- the feedback to the prompt source, held until the step ends, so a prompt finished early in a
+  step stays out of the pool until then (a step never starts one prompt twice).
+
+Events (methods) and the actions they return::
+
+    start()                        -> [Start, ...]              the first wave
+    complete(index, verdict, rewards)
+    complete_batch([(index, verdict, rewards), ...])
+                                   -> [GroupDecision, ..., Start, ...]         still filling
+                                   -> [GroupDecision, ..., AbortRest]          target kept
+                                      (TooManyTechnicalFailures: its .decisions are the batch's)
+    stop()                         -> AbortRest                 interrupt, guard stop: every group in flight
+    close()                        -> StepDone                  the shell cancelled what AbortRest named
+
+A :class:`Start` names a group, its prompt and the siblings to start (``range(n)`` on every path
+today); staged siblings (start ``K`` of ``n``, then the rest or a decision) need no new action.
+Time, tasks, sockets and files are the shells'; nothing here blocks, sleeps or reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from shopsimrl.sampling.adaptive import AdaptiveWaves
+from shopsimrl.sampling.controller import Decision, GroupDecision, State, WaveController
+from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
+from shopsimrl.sampling.source import PromptSource
+from shopsimrl.sampling.verdict import Verdict
+
+
+class Start(NamedTuple):
+    """Action: start ``siblings`` of group ``index`` on ``prompt``."""
+
+    index: int  # the group's submission index in this step
+    wave: int  # 1-based wave (or adaptive refill) it was opened in
+    prompt: Hashable
+    siblings: range  # which of the group's n siblings to start now
+    spread_chance: float | None  # adaptive waves: the predicted chance that the group has reward spread
+
+
+class AbortRest(NamedTuple):
+    """Action: cancel these groups, still in flight (never trained, never counted as completed); then ``close()``."""
+
+    indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StepDone:
+    """Action: the step's outcome (submission indices); ``kept`` is the batch, in the order groups entered it."""
+
+    kept: list[int]
+    fallback: list[int]  # the kept groups without spread (keep_when_insufficient)
+    dropped: dict[str, list[int]]
+    surplus: list[int]
+    aborted: list[int]
+    waves: int
+    submitted: int
+    completed: int
+    remaining: int
+
+    @property
+    def informative(self) -> list[int]:
+        """The kept groups with reward spread: the ones that carry a gradient."""
+        fallback = set(self.fallback)
+        return [i for i in self.kept if i not in fallback]
+
+
+Completion = tuple[int, Verdict, Sequence[float] | None]
+"""An event's item: (submission index, verdict, the group's rewards per unique rollout; ``None``: not
+scored, or not the shell's to give — slime's data source hears its rewards through the all-samples hook)."""
+
+Action = GroupDecision | Start | AbortRest
+
+
+class WaveSizer(Protocol):
+    """How many groups to open now, on which prompts (the controller's bookkeeping included)."""
+
+    def open(self, controller: WaveController, source: PromptSource,
+             spread_chance: dict[int, float]) -> list[Start]: ...
+
+
+class FixedWaves:
+    """slime's inner loop: whole waves of ``over_sampling_batch_size`` while ``remaining < target``."""
+
+    def __init__(self, n_samples_per_prompt: int) -> None:
+        self.siblings = range(n_samples_per_prompt)
+
+    def open(self, controller: WaveController, source: PromptSource,
+             spread_chance: dict[int, float]) -> list[Start]:
+        if not controller.needs_wave:
+            return []
+        new = controller.submit()
+        wave = controller.waves  # one wave: it adds over_sampling_batch_size >= target to remaining
+        return [Start(index, wave, prompt, self.siblings, None)
+                for index, prompt in zip(new, source.next_prompts(len(new)))]
+
+
+class AdaptiveRefills:
+    """Adaptive waves: the refill rule of :class:`~shopsimrl.sampling.adaptive.AdaptiveWaves`, each prompt
+    chosen (with its predicted chance of spread) as it is added."""
+
+    def __init__(self, rule: AdaptiveWaves, n_samples_per_prompt: int) -> None:
+        self.rule = rule
+        self.siblings = range(n_samples_per_prompt)
+
+    def open(self, controller: WaveController, source: PromptSource,
+             spread_chance: dict[int, float]) -> list[Start]:
+        picks = self.rule.choose(len(controller.kept), [spread_chance[i] for i in controller.in_flight],
+                                 source.next_prompt, controller.submitted)
+        if not picks:
+            return []
+        new = controller.refill(len(picks))
+        wave = controller.waves
+        starts = []
+        for index, (prompt, chance) in zip(new, picks):
+            spread_chance[index] = chance
+            starts.append(Start(index, wave, prompt, self.siblings, chance))
+        return starts
+
+
+class RolloutStep:
+    """One rollout step (see the module docstring).  Create one per step; share the guard and the source."""
+
+    def __init__(
+        self,
+        rollout_batch_size: int,
+        over_sampling_batch_size: int,
+        *,
+        source: PromptSource,
+        sizer: WaveSizer,
+        guard: ConsecutiveFailureGuard,
+    ) -> None:
+        self.controller = WaveController(rollout_batch_size, over_sampling_batch_size, guard=guard)
+        self.source = source
+        self.sizer = sizer
+        self.prompts: dict[int, Hashable] = {}  # submission index -> prompt
+        self._spread_chance: dict[int, float] = {}  # adaptive: each group's predicted chance of spread
+        self._feedback: list[tuple[Hashable, Decision, Sequence[float] | None]] = []  # told at close()
+        self._done: StepDone | None = None
+
+    # -- state -----------------------------------------------------------------------------------
+    @property
+    def state(self) -> State:
+        return self.controller.state
+
+    @property
+    def done(self) -> bool:
+        """``target`` groups kept: what is in flight is to be aborted."""
+        return self.controller.done
+
+    @property
+    def in_flight(self) -> frozenset[int]:
+        return self.controller.in_flight
+
+    # -- events ----------------------------------------------------------------------------------
+    def start(self) -> list[Start]:
+        """The step begins: the groups to start first."""
+        return self._open()
+
+    def complete(self, index: int, verdict: Verdict, rewards: Sequence[float] | None = None) -> list[Action]:
+        """One group finished on its own (a batch of one)."""
+        try:
+            decision = self.controller.complete(index, verdict)
+        except TooManyTechnicalFailures as exc:
+            self._hold(exc.decisions, {index: rewards})
+            raise
+        self._feedback.append((self.prompts[index], decision.decision, rewards))
+        return [decision, *self._next()]
+
+    def complete_batch(self, completions: Iterable[Completion]) -> list[Action]:
+        """Groups that finished together: decided in submission order, then new groups or the abort."""
+        items = list(completions)
+        rewards = {index: r for index, _verdict, r in items}
+        try:
+            decided = self.controller.complete_batch([(i, v) for i, v, _r in items])
+        except TooManyTechnicalFailures as exc:
+            self._hold(exc.decisions, rewards)
+            raise
+        self._hold(decided, rewards)
+        actions: list[Action] = list(decided)
+        actions.extend(self._next())
+        return actions
+
+    def stop(self) -> AbortRest:
+        """The shell stops the step early (interrupted, or the consecutive-failure stop): abort everything."""
+        return AbortRest(tuple(sorted(self.controller.in_flight)))
+
+    def close(self) -> StepDone:
+        """The groups in flight were cancelled: the step ends, and the prompt source hears every result.
+
+        Aborted prompts go back first, then each decided group in the order it was decided
+        (``settle``: recorded, or released when unscored or surplus).  Idempotent.
+        """
+        if self._done is not None:
+            return self._done
+        c = self.controller
+        aborted = c.abort()
+        source, prompts = self.source, self.prompts
+        for index in aborted:
+            source.release(prompts[index])
+        for prompt, decision, rewards in self._feedback:
+            source.settle(prompt, rewards, surplus=decision is Decision.SURPLUS)
+        self._feedback.clear()
+        self._done = StepDone(
+            kept=list(c.kept), fallback=list(c.fallback),
+            dropped={reason: list(ids) for reason, ids in c.dropped.items()}, surplus=list(c.surplus),
+            aborted=aborted, waves=c.waves, submitted=c.submitted, completed=c.completed, remaining=c.remaining,
+        )
+        return self._done
+
+    # -- internals -------------------------------------------------------------------------------
+    def _hold(self, decisions: Iterable[GroupDecision], rewards: dict[int, Sequence[float] | None]) -> None:
+        """Keep each decided group's result for the prompt source, told at ``close()``."""
+        feedback, prompts = self._feedback, self.prompts
+        for d in decisions:
+            feedback.append((prompts[d.index], d.decision, rewards[d.index]))
+
+    def _next(self) -> list[Start] | list[AbortRest]:
+        if self.controller.done:
+            return [self.stop()]
+        return self._open()
+
+    def _open(self) -> list[Start]:
+        starts = self.sizer.open(self.controller, self.source, self._spread_chance)
+        prompts = self.prompts
+        for s in starts:
+            prompts[s.index] = s.prompt
+        return starts

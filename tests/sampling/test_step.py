@@ -1,0 +1,224 @@
+"""``RolloutStep``: its events and actions, by example; and, over random completion orders, decision for
+decision and prompt for prompt the loop the shells used to write by hand around ``WaveController``."""
+
+from __future__ import annotations
+
+import heapq
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shopsimrl.sampling import (
+    REASON_TECHNICAL,
+    REASON_ZERO_STD,
+    ConsecutiveFailureGuard,
+    Decision,
+    GroupDecision,
+    TooManyTechnicalFailures,
+    Verdict,
+    WaveController,
+)
+from shopsimrl.sampling.adaptive import AdaptiveWaves
+from shopsimrl.sampling.selector import NotEnoughPromptsError
+from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone
+
+PROMPTS = [f"p{i}" for i in range(40)]
+V, Z, T = Verdict.VARIED, Verdict.ZERO_STD, Verdict.TECHNICAL
+SPREAD, AGREE = [1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]
+
+
+def fixed_step(target=2, wave=4, limit=8, strategy="seed", source=None):
+    source = source or prompt_source(strategy, PROMPTS, 4, 0)
+    step = RolloutStep(target, wave, source=source, sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(limit))
+    return step, source
+
+
+def test_start_opens_one_whole_wave_each_group_with_all_its_siblings_on_the_seed_orders_prompts():
+    step, source = fixed_step()
+    expected = prompt_source("seed", PROMPTS, 4, 0).next_prompts(4)
+    starts = step.start()
+    assert starts == [Start(i, 1, expected[i], range(4), None) for i in range(4)]
+    assert source.in_flight == frozenset(expected)
+
+
+def test_a_decision_then_no_action_while_the_groups_in_flight_cover_the_target():
+    step, _ = fixed_step()
+    step.start()
+    actions = step.complete(0, Z, AGREE)  # remaining 4 > target 2: dropped, remaining 3 still covers the target
+    assert actions == [GroupDecision(0, 1, Z, Decision.DROPPED, REASON_ZERO_STD, 3, 0)]
+
+
+def test_a_drop_below_the_target_opens_the_next_wave():
+    step, _ = fixed_step()
+    step.start()
+    step.complete(0, Z, AGREE)
+    actions = step.complete(1, T, None)  # remaining 2: not below the target
+    assert [a.decision for a in actions if isinstance(a, GroupDecision)] == [Decision.DROPPED]
+    assert not [a for a in actions if isinstance(a, Start)]
+    actions = step.complete_batch([(2, Z, AGREE)])  # remaining 2 <= target: a fallback, kept
+    assert actions[0].decision is Decision.FALLBACK and len(actions) == 1
+
+
+def test_target_kept_ends_the_batch_with_abort_rest_naming_every_group_in_flight():
+    step, _ = fixed_step()
+    step.start()
+    actions = step.complete_batch([(3, V, SPREAD), (1, V, SPREAD)])
+    assert [(a.index, a.decision) for a in actions[:2]] == [(1, Decision.ACCEPTED), (3, Decision.ACCEPTED)]
+    assert actions[2] == AbortRest((0, 2))
+    assert step.done
+
+
+def test_results_reach_the_source_only_at_close_aborted_prompts_first_surplus_released_with_evidence():
+    step, source = fixed_step(strategy="informative")
+    prompts = [s.prompt for s in step.start()]
+    actions = step.complete_batch([(0, V, SPREAD), (1, V, SPREAD), (2, V, SPREAD)])
+    assert [a.decision for a in actions[:3]] == [Decision.ACCEPTED, Decision.ACCEPTED, Decision.SURPLUS]
+    assert source.in_flight == frozenset(prompts), "nothing is told before the step ends"
+    done = step.close()
+    assert source.in_flight == frozenset()
+    assert done == StepDone(kept=[0, 1], fallback=[], dropped={REASON_ZERO_STD: [], REASON_TECHNICAL: []}, surplus=[2],
+                            aborted=[3], waves=1, submitted=4, completed=3, remaining=4)
+    stats = source.pop_stats()
+    assert stats["released"] == 2  # the aborted group and the surplus one
+    assert source.predicted_pass_rate(prompts[2]) is not None  # the surplus group's rewards are evidence
+    assert source.predicted_pass_rate(prompts[3]) is None  # aborted: nothing learned
+    assert step.close() is done  # idempotent
+
+
+def test_the_guard_stop_hands_back_the_batch_decisions_before_it_and_the_trigger_is_released():
+    step, source = fixed_step(target=2, wave=4, limit=2)
+    prompts = [s.prompt for s in step.start()]
+    with pytest.raises(TooManyTechnicalFailures) as info:
+        step.complete_batch([(0, V, SPREAD), (1, T, None), (2, T, None), (3, V, SPREAD)])
+    decided = info.value.decisions
+    assert [(d.index, d.decision, d.reason) for d in decided] == [
+        (0, Decision.ACCEPTED, None), (1, Decision.DROPPED, REASON_TECHNICAL), (2, Decision.DROPPED, REASON_TECHNICAL)]
+    assert step.stop() == AbortRest((3,))  # never judged
+    step.close()
+    assert source.in_flight == frozenset()
+    assert source.pop_stats()["released"] == 3  # two technical groups and the aborted one
+    del prompts
+
+
+def test_stop_aborts_everything_in_flight():
+    step, source = fixed_step()
+    step.start()
+    step.complete(0, V, SPREAD)
+    assert step.stop() == AbortRest((1, 2, 3))
+    assert step.close().aborted == [1, 2, 3] and source.in_flight == frozenset()
+
+
+def test_adaptive_refills_start_the_predicted_number_each_with_its_chance_of_spread():
+    source = prompt_source("informative", PROMPTS, 4, 0)
+    step = RolloutStep(4, 8, source=source, sizer=AdaptiveRefills(AdaptiveWaves(4, 8, 0.0), 4),
+                       guard=ConsecutiveFailureGuard())
+    starts = step.start()
+    assert starts and all(s.spread_chance is not None and 0 < s.spread_chance < 1 for s in starts)
+    assert len(starts) == AdaptiveWaves(4, 8, 0.0).refill_size(0, [], lambda j: starts[j].spread_chance)
+    actions = step.complete(0, V, SPREAD)
+    refills = [a for a in actions if isinstance(a, Start)]
+    assert all(s.wave == 2 for s in refills) and len(refills) <= 1
+
+
+# -- the step decides exactly as the hand-written loop it replaced --------------------------------------
+def hand_written_loop(supply, target, wave, limit, strategy, adaptive, n=4):
+    """The loop the driver, the simulator and slime's rollout function each wrote around WaveController."""
+    source = prompt_source(strategy, PROMPTS, n, 0)
+    ctrl = WaveController(target, wave, guard=ConsecutiveFailureGuard(limit))
+    sizer = AdaptiveWaves(target, wave, -1.5)
+    heap, prompt_of, chance, feedback, log = [], {}, {}, [], []
+    now = 0.0
+
+    def submit():
+        if not adaptive:
+            new = ctrl.submit()
+            prompts = source.next_prompts(len(new)) if new else []
+        else:
+            picks = sizer.choose(len(ctrl.kept), [chance[i] for i in ctrl.in_flight], source.next_prompt, ctrl.submitted)
+            new = ctrl.refill(len(picks)) if picks else range(0)
+            for index, (_, q) in zip(new, picks):
+                chance[index] = q
+            prompts = [p for p, _ in picks]
+        for index, prompt in zip(new, prompts):
+            prompt_of[index] = prompt
+            heapq.heappush(heap, (now + supply[index % len(supply)][1], index))
+            log.append(("start", index, prompt))
+
+    submit()
+    try:
+        while not ctrl.done:
+            now, index = heapq.heappop(heap)
+            batch = [index]
+            while heap and heap[0][0] == now:
+                batch.append(heapq.heappop(heap)[1])
+            before = len(log)
+            for d in ctrl.complete_batch([(i, supply[i % len(supply)][0]) for i in batch]):
+                rewards = None if d.verdict is T else (SPREAD if d.verdict is V else AGREE)
+                feedback.append((prompt_of[d.index], d.decision, rewards))
+                log.append(tuple(d))
+            if not ctrl.done:
+                submit()
+    except TooManyTechnicalFailures:
+        return log, "stop"
+    except NotEnoughPromptsError:  # the step raises it from the event itself: its decisions are not returned
+        return log[:before], "out of prompts"
+    aborted = ctrl.abort()
+    for index in aborted:
+        source.release(prompt_of[index])
+    for prompt, decision, rewards in feedback:
+        source.settle(prompt, rewards, surplus=decision is Decision.SURPLUS)
+    return log, (aborted, source.state_dict())
+
+
+def step_loop(supply, target, wave, limit, strategy, adaptive, n=4):
+    """The same run as a shell around RolloutStep."""
+    source = prompt_source(strategy, PROMPTS, n, 0)
+    sizer = AdaptiveRefills(AdaptiveWaves(target, wave, -1.5), n) if adaptive else FixedWaves(n)
+    step = RolloutStep(target, wave, source=source, sizer=sizer, guard=ConsecutiveFailureGuard(limit))
+    heap, log = [], []
+    now = 0.0
+
+    def act(actions):
+        for a in actions:
+            if isinstance(a, Start):
+                heapq.heappush(heap, (now + supply[a.index % len(supply)][1], a.index))
+                log.append(("start", a.index, a.prompt))
+            elif isinstance(a, GroupDecision):
+                log.append(tuple(a))
+
+    act(step.start())
+    try:
+        while not step.done:
+            now, index = heapq.heappop(heap)
+            batch = [index]
+            while heap and heap[0][0] == now:
+                batch.append(heapq.heappop(heap)[1])
+            items = []
+            for i in batch:
+                verdict = supply[i % len(supply)][0]
+                items.append((i, verdict, None if verdict is T else (SPREAD if verdict is V else AGREE)))
+            act(step.complete_batch(items))
+    except TooManyTechnicalFailures as exc:
+        assert exc.decisions[-1].reason == REASON_TECHNICAL
+        return log, "stop"
+    except NotEnoughPromptsError:
+        return log, "out of prompts"
+    done = step.close()
+    return log, (done.aborted, source.state_dict())
+
+
+@st.composite
+def runs(draw):
+    target = draw(st.integers(1, 6))
+    wave = draw(st.integers(target, 3 * target))
+    supply = draw(st.lists(st.tuples(st.sampled_from([V, Z, T]), st.integers(0, 9).map(float)), min_size=1, max_size=40))
+    return (supply, target, wave, draw(st.integers(1, 10)), draw(st.sampled_from(["seed", "informative"])),
+            draw(st.booleans()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs())
+def test_the_step_decides_and_starts_exactly_as_the_hand_written_loop(run):
+    assert step_loop(*run) == hand_written_loop(*run)
