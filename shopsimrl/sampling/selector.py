@@ -232,6 +232,11 @@ class PromptSelector:
             return None
         return self._model.pass_rate(i, True)
 
+    def predicted_logit(self, prompt_id: Hashable) -> tuple[float, float]:
+        """Mean and variance of the prompt's pass-rate logit now (a never-seen prompt: at the skill, wide)."""
+        i = self._index(prompt_id)
+        return self._model.logit(i, bool(self._observed[i]))
+
     @property
     def skill(self) -> float:
         """The policy's estimated skill (logits, from 0 at the start): the selector's view of training progress."""

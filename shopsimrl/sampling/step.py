@@ -22,21 +22,27 @@ Events (methods) and the actions they return::
     stop()                         -> AbortRest                 interrupt, guard stop: every group in flight
     close()                        -> StepDone                  the shell cancelled what AbortRest named
 
-A :class:`Start` names a group, its prompt and the siblings to start (``range(n)`` on every path
-today); staged siblings (start ``K`` of ``n``, then the rest or a decision) need no new action.
+A :class:`Start` names a group, its prompt and the siblings to start (``range(n)`` by default).
+Staged siblings (opt-in, ``staging=``, :mod:`~shopsimrl.sampling.staged`) start ``K`` of ``n``; one
+more event tells the step that a staged group's first ``K`` are back::
+
+    first_stage(index, rewards)    -> [Start(the rest)]                          the rest may still spread
+                                   -> [GroupDecision (zero-std drop), ...]       decided after K (as complete())
+
 Time, tasks, sockets and files are the shells'; nothing here blocks, sleeps or reads a clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from shopsimrl.sampling.adaptive import AdaptiveWaves
-from shopsimrl.sampling.controller import Decision, GroupDecision, State, WaveController
+from shopsimrl.sampling.controller import ControllerStateError, Decision, GroupDecision, State, WaveController
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
 from shopsimrl.sampling.source import PromptSource
+from shopsimrl.sampling.staged import Next, StagedSiblings, after_first_stage
 from shopsimrl.sampling.verdict import Verdict
 
 
@@ -69,6 +75,7 @@ class StepDone:
     submitted: int
     completed: int
     remaining: int
+    stopped_early: list[int] = field(default_factory=list)  # staged: decided as zero-std drops after K siblings
 
     @property
     def informative(self) -> list[int]:
@@ -141,10 +148,18 @@ class RolloutStep:
         source: PromptSource,
         sizer: WaveSizer,
         guard: ConsecutiveFailureGuard,
+        staging: StagedSiblings | None = None,
     ) -> None:
+        """``staging``: staged siblings (opt-in); ``None`` starts every group whole, as the seed."""
         self.controller = WaveController(rollout_batch_size, over_sampling_batch_size, guard=guard)
         self.source = source
         self.sizer = sizer
+        self.staging = staging
+        self._first_stage: set[int] = set()  # staged groups whose first K siblings are not back yet
+        self._stopped_early: list[int] = []
+        #: staged siblings: groups started staged / whole (predicted to spread), rests started, groups decided
+        #: after K and the episodes that saved
+        self.stage_counts = {"staged": 0, "whole": 0, "rest_started": 0, "stopped_early": 0, "episodes_saved": 0}
         self.prompts: dict[int, Hashable] = {}  # submission index -> prompt
         self._spread_chance: dict[int, float] = {}  # adaptive: each group's predicted chance of spread
         self._feedback: list[tuple[Hashable, Decision, Sequence[float] | None]] = []  # told at close()
@@ -171,6 +186,8 @@ class RolloutStep:
 
     def complete(self, index: int, verdict: Verdict, rewards: Sequence[float] | None = None) -> list[Action]:
         """One group finished on its own (a batch of one)."""
+        if self._first_stage:
+            self._whole(index)
         try:
             decision = self.controller.complete(index, verdict)
         except TooManyTechnicalFailures as exc:
@@ -183,6 +200,9 @@ class RolloutStep:
         """Groups that finished together: decided in submission order, then new groups or the abort."""
         items = list(completions)
         rewards = {index: r for index, _verdict, r in items}
+        if self._first_stage:
+            for index in rewards:
+                self._whole(index)
         try:
             decided = self.controller.complete_batch([(i, v) for i, v, _r in items])
         except TooManyTechnicalFailures as exc:
@@ -192,6 +212,28 @@ class RolloutStep:
         actions: list[Action] = list(decided)
         actions.extend(self._next())
         return actions
+
+    def first_stage(self, index: int, rewards: Sequence[float | None]) -> list[Action]:
+        """A staged group's first ``K`` siblings are back (``rewards``: theirs, ``None`` unscored): the rest
+        start, or the group is decided as a zero-std drop after ``K`` (the rule: ``after_first_stage``)."""
+        staging = self.staging
+        if staging is None or index not in self._first_stage or index not in self.controller.in_flight:
+            raise ControllerStateError(f"group {index} is not in its first stage (staging "
+                                       f"{'off' if staging is None else 'on'}; state {self.state})")
+        if len(rewards) != staging.stage_size:
+            raise ValueError(f"group {index}: {len(rewards)} first-stage rewards for a stage of {staging.stage_size}")
+        self._first_stage.discard(index)
+        c, prompt = self.controller, self.prompts[index]
+        logit = getattr(self.source, "predicted_logit", None)
+        nxt, _chance = after_first_stage(rewards, n=staging.n, remaining=c.remaining, target=c.target,
+                                         logit=None if logit is None else logit(prompt), threshold=staging.threshold)
+        if nxt is Next.REST:
+            self.stage_counts["rest_started"] += 1
+            return [Start(index, c.wave_of(index), prompt, staging.rest, self._spread_chance.get(index))]
+        self.stage_counts["stopped_early"] += 1
+        self.stage_counts["episodes_saved"] += staging.n - staging.stage_size
+        self._stopped_early.append(index)
+        return self.complete(index, Verdict.ZERO_STD, [float(r) for r in rewards])  # type: ignore[arg-type]
 
     def stop(self) -> AbortRest:
         """The shell stops the step early (interrupted, or the consecutive-failure stop): abort everything."""
@@ -217,6 +259,7 @@ class RolloutStep:
             kept=list(c.kept), fallback=list(c.fallback),
             dropped={reason: list(ids) for reason, ids in c.dropped.items()}, surplus=list(c.surplus),
             aborted=aborted, waves=c.waves, submitted=c.submitted, completed=c.completed, remaining=c.remaining,
+            stopped_early=list(self._stopped_early),
         )
         return self._done
 
@@ -237,4 +280,26 @@ class RolloutStep:
         prompts = self.prompts
         for s in starts:
             prompts[s.index] = s.prompt
+        if self.staging is not None:
+            starts = [self._stage(s) for s in starts]
         return starts
+
+    def _stage(self, start: Start) -> Start:
+        """Staged siblings: the first ``K``, unless the prompt is predicted to spread (``q >= skip_q``)."""
+        staging = self.staging
+        assert staging is not None
+        q = start.spread_chance
+        if q is None:
+            predicted = getattr(self.source, "predicted_zero_spread", None)
+            q = 0.0 if predicted is None else 1.0 - predicted(start.prompt)
+        if q >= staging.skip_q:
+            self.stage_counts["whole"] += 1
+            return start
+        self.stage_counts["staged"] += 1
+        self._first_stage.add(start.index)
+        return start._replace(siblings=staging.first)
+
+    def _whole(self, index: int) -> None:
+        """A group completes whole: refused while its first stage is still out."""
+        if index in self._first_stage:
+            raise ControllerStateError(f"group {index} is in its first stage: report first_stage() before complete()")
