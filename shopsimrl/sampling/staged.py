@@ -39,7 +39,7 @@ from shopsimrl.sampling.modes import _Choice
 
 #: Stop after ``K`` when the predicted chance that the rest breaks the agreement is below this
 #: (chosen on simulation seeds 100-104, see docs/efficient-sampling.md).
-DEFAULT_STAGE_THRESHOLD = 0.1
+DEFAULT_STAGE_THRESHOLD = 0.3
 #: Start a group whole when its predicted chance of spread ``q`` is at least this (staging skipped).
 DEFAULT_STAGE_SKIP_Q = 0.5
 #: Gauss-Hermite nodes for the posterior averages: the likelihood ``p^K`` weighs the tails, 9 nodes are too few.

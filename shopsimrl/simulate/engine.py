@@ -20,6 +20,7 @@ from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.selector import PromptSelector
 from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.simulate.model import World, WorldParams
 
 
@@ -42,6 +43,13 @@ class StepRecord:
     wall_s: float
     mean_pass_rate: float  # over every prompt, after this step's update
     selector: dict[str, float]
+    # the step-object shell (capacity model, staged siblings); None/0 on the default loop
+    episodes: int | None = None  # episodes started (a staged group stopped early: K)
+    stopped_early: int = 0  # staged groups decided as zero-std drops after K
+    episodes_saved: int = 0  # their n − K siblings never started
+    staged: int = 0  # groups started staged (K first)
+    started_whole: int = 0  # staging skipped: predicted to spread
+    judged_episodes: int | None = None  # episodes of the completed groups the filter judged
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -65,20 +73,26 @@ class RunResult:
         kept = sum(r.accepted + r.fallback for r in s)
         accepted = sum(r.accepted for r in s)
         scored = sum(r.scored_completed for r in s)
+        episodes = sum(r.submitted * n_samples_per_prompt if r.episodes is None else r.episodes for r in s)
+        wall = sum(r.wall_s for r in s)
         return {
             "steps": len(s),
             "groups_submitted": submitted,
             "groups_trained": kept,
             "informative_trained": accepted,
-            "informative_per_1k_generated_episodes": 1000.0 * accepted / (submitted * n_samples_per_prompt),
-            "generated_per_trained_episode": submitted / kept,
+            "informative_per_1k_generated_episodes": 1000.0 * accepted / episodes,
+            "generated_per_trained_episode": episodes / (kept * n_samples_per_prompt),
             "informative_share_of_trained": accepted / kept,
             "zero_spread_share_of_completed": sum(r.zero_spread_completed for r in s) / scored if scored else 0.0,
             "initial_mean_pass_rate": self.initial_pass_rate,
             "final_mean_pass_rate": s[-1].mean_pass_rate,
             "coverage": self.coverage,
-            "wall_time_s": sum(r.wall_s for r in s),
-            "mean_step_wall_s": sum(r.wall_s for r in s) / len(s),
+            "wall_time_s": wall,
+            "mean_step_wall_s": wall / len(s),
+            "wall_s_per_informative_group": wall / accepted if accepted else float("inf"),
+            "generated_episodes": episodes,
+            "stopped_early": sum(r.stopped_early for r in s),
+            "episodes_saved_by_staging": sum(r.episodes_saved for r in s),
         }
 
 
@@ -94,13 +108,17 @@ def simulate_run(
     cushion: float = DEFAULT_CUSHION,
     keep_timelines: tuple[int, ...] = (),
     label: str | None = None,
+    staging: StagedSiblings | None = None,
+    capacity: float | None = None,
 ) -> RunResult:
     """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
 
     ``selection``: ``seed``, ``informative``, ``oracle`` (reads the true pass rates: an upper bound), or
     ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: what better
     estimates could still win with the same exploration).  ``explore_horizon_epochs`` defaults to the
-    wave mode's (``horizon_for_waves``).
+    wave mode's (``horizon_for_waves``).  ``staging`` (staged siblings) or ``capacity`` (episodes in flight
+    share the engine's throughput, :mod:`~shopsimrl.simulate.capacity`) run each step on the step-object shell
+    (:mod:`~shopsimrl.simulate.shell`); the default is the loop below.
     """
     if waves not in ("fixed", "adaptive"):
         raise ValueError(f"waves must be 'fixed' or 'adaptive', got {waves!r}")
@@ -130,13 +148,20 @@ def simulate_run(
     timelines: dict[int, list[dict[str, Any]]] = {}
     groups: list[tuple[int, str, bool]] = []
     for step in range(1, steps + 1):
-        record, events = _simulate_step(step, w, selector, guard, knobs, sizer if waves == "adaptive" else None,
-                                        groups)
+        if staging is not None or capacity is not None:
+            from shopsimrl.simulate.shell import simulate_step_shared
+
+            record, events = simulate_step_shared(step, w, selector, guard, knobs,
+                                                  sizer if waves == "adaptive" else None, groups, staging=staging,
+                                                  capacity=capacity)
+        else:
+            record, events = _simulate_step(step, w, selector, guard, knobs, sizer if waves == "adaptive" else None,
+                                            groups)
         records.append(record)
         if step in keep_timelines:
             timelines[step] = events
     return RunResult(
-        label=label or f"{selection}/{waves}",
+        label=label or f"{selection}/{waves}" + ("+staged" if staging is not None else ""),
         selection=selection,
         waves=waves,
         steps=records,

@@ -80,14 +80,19 @@ class World:
 
     def play_group(self, prompt_id: str, n: int) -> tuple[list[float] | None, float]:
         """One group: its rewards (``None`` = technical) and how long it takes."""
+        rewards, durations = self.play_siblings(prompt_id, n)
+        return rewards, max(durations)
+
+    def play_siblings(self, prompt_id: str, n: int) -> tuple[list[float] | None, list[float]]:
+        """One group: its rewards (``None`` = technical) and each sibling's solo duration (the same draws)."""
         rng = self.rng
         p = self.pass_rate(prompt_id)
         rewards = [1.0 if rng.random() < p else 0.0 for _ in range(n)]
         mu, sigma = math.log(self.params.episode_median_s), self.params.episode_sigma
-        duration = max(rng.lognormvariate(mu, sigma) for _ in range(n))
+        durations = [rng.lognormvariate(mu, sigma) for _ in range(n)]
         if rng.random() < self.params.technical_rate:
-            return None, duration
-        return rewards, duration
+            return None, durations
+        return rewards, durations
 
     def train(self, informative_prompts: list[str]) -> None:
         """One optimizer step on the kept batch: only groups with spread move the policy."""
