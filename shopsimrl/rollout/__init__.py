@@ -1,7 +1,7 @@
 """The rollout layer: sibling episodes -> groups -> waves -> one kept batch per step.
 
-The async driver (:class:`StepDriver`, :func:`run_rollout`) runs
-:class:`shopsimrl.sampling.WaveController`; groups are triaged before the filter;
+The async driver (:class:`StepDriver`, :func:`run_rollout`) is the I/O shell around
+:class:`shopsimrl.sampling.step.RolloutStep`; groups are triaged before the filter;
 each step leaves ``batch.jsonl``, ``events.jsonl``, ``metrics.json``, traces and
 triage under ``runs/<name>/step-<k>/``.  Importing this package never imports
 the agent's policies (only its episode record, ``shopsimrl.agent.result``), the
@@ -23,7 +23,6 @@ from shopsimrl.rollout.group import (
 from shopsimrl.rollout.outputs import RunPaths, StepPaths
 from shopsimrl.rollout.report import StepReport, step_metrics
 from shopsimrl.rollout.run import RolloutConfig, RunResult, run_rollout
-from shopsimrl.rollout.tasks import NotEnoughTasksError, TaskSampler
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -33,7 +32,6 @@ __all__ = [
     "EpisodeSlots",
     "EpisodeSpec",
     "GroupRun",
-    "NotEnoughTasksError",
     "RolloutConfig",
     "RunContext",
     "RunPaths",
@@ -43,7 +41,6 @@ __all__ = [
     "StepPaths",
     "StepProgress",
     "StepReport",
-    "TaskSampler",
     "WaveStats",
     "classify",
     "never_succeeded",

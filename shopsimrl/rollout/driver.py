@@ -1,11 +1,12 @@
-"""The async driver of one rollout step: waves of groups in, the controller's decisions out.
+"""The async driver of one rollout step: the main job's I/O shell around ``RolloutStep``.
 
-It runs :class:`shopsimrl.sampling.WaveController` the way slime's
-``generate_rollout_async`` runs its loop: submit whole waves while the controller
-``needs_wave`` (``remaining < target``); await the first finished group, take every other group
-already finished as the same batch, hand the batch to the controller; stop at
-``target`` kept groups, then cancel everything still in flight and wait for it
-(each episode releases its env session while it unwinds).
+:class:`shopsimrl.sampling.step.RolloutStep` decides everything (waves, the filter, the
+drop rule, the fallback, the stop, the prompts); the driver does what slime's
+``generate_rollout_async`` does around its loop: start the groups it names, await the
+first finished group, take every other group already finished as the same batch, hand
+the batch over; at ``target`` kept groups, cancel everything still in flight and wait for
+it (each episode releases its env session while it unwinds).  Outputs: the step's
+``events.jsonl``, triage, ``batch.jsonl`` and ``metrics.json``.
 
 Completion costs O(1) per group: each group task pushes itself into an
 :class:`asyncio.Queue` from a done-callback (:class:`CompletionQueue`), instead of
@@ -40,11 +41,8 @@ from shopsimrl.rollout.outputs import (
     write_triage,
 )
 from shopsimrl.rollout.report import StepReport, step_metrics
-from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import (
     DROP_REASONS,
-    REASON_TECHNICAL,
-    REASON_ZERO_STD,
     ConsecutiveFailureGuard,
     Decision,
     GroupDecision,
@@ -52,10 +50,12 @@ from shopsimrl.sampling import (
     State,
     TooManyTechnicalFailures,
     Verdict,
-    WaveController,
 )
-from shopsimrl.sampling.adaptive import AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
+from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
+from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone, WaveSizer
 from shopsimrl.sampling.verdict import unique_rollout_rewards
 
 K = TypeVar("K", bound=Hashable)
@@ -104,6 +104,11 @@ class CompletionQueue(Generic[K, T]):
             task.exception()  # retrieved: a failure of a task nobody judged is not logged as never retrieved
             undelivered.append(key)
         return cancelled, undelivered
+
+
+def _rewards(group: GroupRun) -> list[float] | None:
+    """A finished group's rewards per unique rollout, for the prompt source; ``None``: not scored."""
+    return None if group.verdict is Verdict.TECHNICAL else list(unique_rollout_rewards(group.samples()).values())
 
 
 def _results(batch: list[tuple[int, asyncio.Task[GroupRun]]]) -> list[GroupRun]:
@@ -161,35 +166,53 @@ class StepObserver(Protocol):
 
 @dataclass
 class RunContext:
-    """What the steps of one run share: the guard's streak, the sampler's epoch position, the slots."""
+    """What the steps of one run share: the guard's streak, the prompt source's position, the slots."""
 
     knobs: SamplingKnobs
     runner: EpisodeRunner
-    sampler: TaskSampler
+    source: PromptSelector  # the prompt source: SeedOrder (the faithful order) or the informative PromptSelector
     guard: ConsecutiveFailureGuard
     slots: EpisodeSlots
     paths: RunPaths
     seed: int = 0
     observer: StepObserver | None = None
     clock: Callable[[], float] = time.perf_counter
-    # prompt selection (opt-in; None keeps the faithful TaskSampler order and slime's whole waves)
-    selector: PromptSelector | None = None
-    adaptive: AdaptiveWaves | None = None
+    waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
+    cushion: float = DEFAULT_CUSHION  # adaptive waves: expected informative groups in flight above the missing
     learner: Callable[[list[str]], None] | None = None  # trained on these tasks' informative groups
     timeline: bool = False  # draw each step's wave timeline into its folder
 
+    @property
+    def faithful(self) -> bool:
+        """The seed's own sampling (seed order, whole waves): the step metrics carry no selector figures."""
+        return is_faithful(self.source.strategy, self.waves)
+
+    def wave_sizer(self) -> WaveSizer:
+        knobs, n = self.knobs, self.knobs.n_samples_per_prompt
+        if WaveMode.parse(self.waves) is WaveMode.ADAPTIVE:
+            return AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size,
+                                                 self.cushion), n)
+        return FixedWaves(n)
+
 
 class StepDriver:
-    """One rollout step.  ``await StepDriver(ctx, k).run()`` returns its report (outputs written)."""
+    """One rollout step: the I/O shell around :class:`~shopsimrl.sampling.step.RolloutStep`.
+
+    ``await StepDriver(ctx, k).run()`` returns its report (outputs written).  The step object decides;
+    this class starts the groups it names as asyncio tasks, hands it each batch of finished groups,
+    cancels what it says to abort, and writes the events, the batch and the metrics.
+    """
 
     def __init__(self, ctx: RunContext, step: int) -> None:
         self.ctx = ctx
         self.step = step
         self.paths = ctx.paths.step(step)
         knobs = ctx.knobs
-        self.controller = WaveController(  # the run's guard carries max_consecutive_failed_groups
-            knobs.rollout_batch_size, knobs.over_sampling_batch_size, guard=ctx.guard
+        self.rollout = RolloutStep(  # the run's guard carries max_consecutive_failed_groups
+            knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=ctx.source, sizer=ctx.wave_sizer(),
+            guard=ctx.guard,
         )
+        self.controller = self.rollout.controller  # read-only here: the live view's counters
         self.groups: dict[int, GroupRun] = {}
         self.waves: dict[int, WaveStats] = {}
         self.events: list[dict[str, Any]] = []
@@ -197,9 +220,8 @@ class StepDriver:
         self.decisions: dict[int, str] = {}
         self.batches = 0
         self.wall_seconds = 0.0
+        self.done: StepDone | None = None
         self._t0 = 0.0
-        self._q: dict[int, float] = {}  # adaptive waves: each in-flight group's predicted spread probability
-        self._feedback: list[tuple[str, Decision, list[float] | None]] = []  # for the selector, at step end
 
     def _now(self) -> float:
         return self.ctx.clock() - self._t0
@@ -208,21 +230,20 @@ class StepDriver:
     async def run(self) -> StepReport:
         ctx = self.ctx
         ctx.guard.trace_dir = str(self.paths.root)  # the step folder: traces/ and triage/ are both in it
-        ctx.sampler.begin_step()
         self._t0 = ctx.clock()
         observer = ctx.observer
         if observer:
             observer.step_started(self.step, self.controller.target)
-        self._event(0.0, "step_start", step=self.step, knobs=ctx.knobs.as_dict(), sampler=ctx.sampler.state())
+        position = {"sampler": ctx.source.position()} if isinstance(ctx.source, SeedOrder) else {}
+        self._event(0.0, "step_start", step=self.step, knobs=ctx.knobs.as_dict(), **position)
         try:
             try:
-                self._submit(0.0)
-                while not self.controller.done:
+                self._act(0.0, self.rollout.start())
+                while not self.rollout.done:
                     batch = await self.completions.next_batch()
                     now = self._now()
                     self.batches += 1
                     self._decide(now, _results(batch))
-                    self._submit(now)
                     if observer:
                         observer.progressed(self.progress)
             except TooManyTechnicalFailures as exc:
@@ -255,61 +276,43 @@ class StepDriver:
             observer.step_finished(report, self.progress())
         return report
 
-    def _submit(self, now: float) -> None:
-        """Open whole waves when the controller ``needs_wave`` (or adaptive refills)."""
-        controller = self.controller
-        selector = self.ctx.selector
-        if self.ctx.adaptive is not None and selector is not None:
-            new, task_ids = self._refill(selector)
-        else:
-            if not controller.needs_wave:
-                return
-            new = controller.submit()
-            task_ids = self.ctx.sampler.take(len(new)) if selector is None else [str(t) for t in selector.next_prompts(len(new))]
-        if not new:
-            return
-        n = self.ctx.knobs.n_samples_per_prompt
-        by_wave: dict[int, list[int]] = {}
-        for index, task_id in zip(new, task_ids):
-            wave = controller.wave_of(index)
-            by_wave.setdefault(wave, []).append(index)
-            specs = [
-                EpisodeSpec(
-                    task_id=task_id,
-                    rollout_id=f"s{self.step}-g{index}-r{i}",
-                    seed=episode_seed(self.ctx.seed, self.step, index, i),
-                    trace_path=self.paths.trace(index, i),
-                    group_index=index,
-                    sibling=i,
-                )
-                for i in range(n)
-            ]
-            group = GroupRun(index=index, wave=wave, task_id=task_id, specs=specs)
-            self.groups[index] = group
-            task = asyncio.create_task(
-                run_group(group, self.ctx.runner, self.ctx.slots, on_finished=self._group_finished),
-                name=f"shopsimrl-step{self.step}-group{index}",
-            )
-            self.completions.add(index, task)
-        for wave, indices in by_wave.items():
+    def _act(self, now: float, actions: list[Any]) -> None:
+        """Carry out the step's actions: log each decision, start each group (aborts happen in ``_abort``)."""
+        started: dict[int, list[int]] = {}  # wave -> groups started in it
+        for action in actions:
+            if type(action) is GroupDecision:
+                self._log_decisions(now, [action])
+            elif type(action) is Start:
+                self._start(action)
+                started.setdefault(action.wave, []).append(action.index)
+        for wave, indices in started.items():
             self.waves[wave] = WaveStats(wave, submitted=len(indices))
             self._event(now, "wave", wave=wave, first_index=indices[0], last_index=indices[-1],
-                        task_ids=[self.groups[i].task_id for i in indices], remaining=controller.remaining)
-        if self.ctx.observer:
+                        task_ids=[self.groups[i].task_id for i in indices], remaining=self.controller.remaining)
+        if started and self.ctx.observer:
             self.ctx.observer.progressed(self.progress)
 
-    def _refill(self, selector: PromptSelector) -> tuple[range, list[str]]:
-        """Adaptive waves: add the groups the refill rule asks for, each prompt chosen as it is added."""
-        controller = self.controller
-        picks = self.ctx.adaptive.choose(  # type: ignore[union-attr]
-            len(controller.kept), [self._q[i] for i in controller.in_flight], selector.next_prompt, controller.submitted
+    def _start(self, start: Start) -> None:
+        """One group's siblings as an asyncio task; it reports itself to the completion queue."""
+        index, task_id = start.index, str(start.prompt)
+        specs = [
+            EpisodeSpec(
+                task_id=task_id,
+                rollout_id=f"s{self.step}-g{index}-r{i}",
+                seed=episode_seed(self.ctx.seed, self.step, index, i),
+                trace_path=self.paths.trace(index, i),
+                group_index=index,
+                sibling=i,
+            )
+            for i in start.siblings
+        ]
+        group = GroupRun(index=index, wave=start.wave, task_id=task_id, specs=specs)
+        self.groups[index] = group
+        task = asyncio.create_task(
+            run_group(group, self.ctx.runner, self.ctx.slots, on_finished=self._group_finished),
+            name=f"shopsimrl-step{self.step}-group{index}",
         )
-        if not picks:
-            return range(0), []
-        new = controller.refill(len(picks))
-        for index, (_, q) in zip(new, picks):
-            self._q[index] = q
-        return new, [str(task_id) for task_id, _ in picks]
+        self.completions.add(index, task)
 
     def _group_finished(self, group: GroupRun) -> None:
         """Triage (and the Failure Analyst queue) before the group reaches the filter."""
@@ -318,34 +321,17 @@ class StepDriver:
             append_failure_queue(self.ctx.paths, group, step=self.step)
 
     def _decide(self, now: float, finished: list[GroupRun]) -> None:
+        """A batch of finished groups to the step; when the stop fires inside it, the decisions it took
+        before (and the trigger, ``stopped_run``) are logged from what the controller hands back."""
         try:
-            decisions = self.controller.complete_batch([(g.index, g.verdict) for g in finished])  # type: ignore[misc]
+            actions = self.rollout.complete_batch([(g.index, g.verdict, _rewards(g)) for g in finished])
         except TooManyTechnicalFailures as exc:
-            self._decisions_before_stop(now, finished, exc)
+            self._log_decisions(now, list(exc.decisions))
+            self.events[-1]["stopped_run"] = True
             raise
-        self._log_decisions(now, decisions)
+        self._act(now, actions)
 
-    def _decisions_before_stop(self, now: float, finished: list[GroupRun], exc: TooManyTechnicalFailures) -> None:
-        """The stop fired inside a batch: log the decisions the controller took before it, then the
-        trigger itself (a technical group, dropped; ``stopped_run``).  ``remaining`` and ``kept`` are
-        the controller's values at the stop."""
-        c = self.controller
-        trigger = int(exc.groups[-1])
-        placed = {**{i: (Decision.DROPPED, r) for r, ids in c.dropped.items() for i in ids},
-                  **{i: (Decision.ACCEPTED, None) for i in c.kept},
-                  **{i: (Decision.FALLBACK, REASON_ZERO_STD) for i in c.fallback},
-                  **{i: (Decision.SURPLUS, None) for i in c.surplus}}
-        decided = []
-        for group in sorted(finished, key=lambda g: g.index):
-            decision, reason = (Decision.DROPPED, REASON_TECHNICAL) if group.index == trigger else placed[group.index]
-            decided.append(GroupDecision(group.index, c.wave_of(group.index), group.verdict, decision, reason,
-                                         c.remaining, len(c.kept)))
-            if group.index == trigger:
-                break
-        self._log_decisions(now, decided)
-        self.events[-1]["stopped_run"] = True
-
-    def _log_decisions(self, now: float, decisions: list[Any]) -> None:
+    def _log_decisions(self, now: float, decisions: list[GroupDecision]) -> None:
         for d in decisions:
             group = self.groups[d.index]
             stats = self.waves[d.wave]
@@ -359,40 +345,19 @@ class StepDriver:
             else:
                 stats.surplus += 1
             self.decisions[d.index] = d.decision.value
-            self._tell_selector(group, d.decision, d.verdict)
             self._event(now, "decision", batch=self.batches, task_id=group.task_id,
                         classification=group.classification, **d.as_dict())
-
-    def _tell_selector(self, group: GroupRun, decision: Decision, verdict: Verdict) -> None:
-        """Keep a finished group's result for the selector (told at step end, see ``_flush_feedback``)."""
-        if self.ctx.selector is None:
-            return
-        rewards = None if verdict is Verdict.TECHNICAL else list(unique_rollout_rewards(group.samples()).values())
-        self._feedback.append((group.task_id, decision, rewards))
-
-    def _flush_feedback(self) -> None:
-        """At step end: the selector learns from every scored group; prompts with no trained result go back.
-
-        Held until the step ends so that a prompt finished early in a step stays out of the
-        pool until then: a step never starts the same task twice, as with ``TaskSampler``.
-        """
-        selector = self.ctx.selector
-        if selector is None:
-            return
-        for task_id, decision, rewards in self._feedback:
-            selector.settle(task_id, rewards, surplus=decision is Decision.SURPLUS)
-        self._feedback.clear()
 
     def _after_step(self, report: StepReport) -> None:
         """Selector metrics, the learning policy's update and the wave-timeline picture."""
         ctx = self.ctx
         fallback = set(report.fallback)
         informative = [self.groups[i].task_id for i in report.kept if i not in fallback]
-        if ctx.selector is not None:
+        if not ctx.faithful:
             report.metrics.update(selector_step_metrics(
-                ctx.selector.pop_stats(), informative=len(informative),
+                ctx.source.pop_stats(), informative=len(informative),
                 generated_episodes=len(report.groups) * ctx.knobs.n_samples_per_prompt,
-                coverage=ctx.selector.coverage(),
+                coverage=ctx.source.coverage(),
             ))
         if ctx.learner is not None:
             ctx.learner(informative)
@@ -403,17 +368,15 @@ class StepDriver:
                                 title=f"step {self.step}: wave timeline")
 
     async def _abort(self) -> None:
-        """Cancel every in-flight group and wait until each episode has released its env session."""
+        """Cancel every in-flight group and wait until each episode has released its env session; then the
+        step closes (the prompt source hears every result: held until now, so no prompt starts twice in a step)."""
         now = self._now()
         cancelled, undelivered = await self.completions.cancel_all()
-        aborted = self.controller.abort()
-        for index in aborted:
+        self.done = self.rollout.close()
+        for index in self.done.aborted:
             self.waves[self.controller.wave_of(index)].aborted += 1
-            if self.ctx.selector is not None:
-                self.ctx.selector.release(self.groups[index].task_id)
-        self._flush_feedback()
         self.wall_seconds = self._now()
-        self._event(now, "abort", aborted=aborted, finished_not_judged=sorted(undelivered),
+        self._event(now, "abort", aborted=self.done.aborted, finished_not_judged=sorted(undelivered),
                     cancelled=len(cancelled), seconds=round(self.wall_seconds - now, 6))
 
     def _event(self, t: float, event: str, **fields: Any) -> None:
@@ -440,17 +403,18 @@ class StepDriver:
         )
 
     def _report(self) -> StepReport:
-        c = self.controller
+        done = self.done
+        assert done is not None, "the step reports once it is closed"
         report = StepReport(
             step=self.step,
             knobs=self.ctx.knobs,
             groups=self.groups,
-            kept=list(c.kept),
-            fallback=list(c.fallback),
-            dropped={r: list(ids) for r, ids in c.dropped.items()},
-            surplus=list(c.surplus),
-            aborted=list(c.aborted),
-            waves=c.waves,
+            kept=done.kept,
+            fallback=done.fallback,
+            dropped=done.dropped,
+            surplus=done.surplus,
+            aborted=done.aborted,
+            waves=done.waves,
             wall_seconds=self.wall_seconds,
             events=self.events,
         )

@@ -1,7 +1,9 @@
-"""A rollout run: ``steps`` rollout steps sharing one task sampler, one failure guard and one slot pool.
+"""A rollout run: ``steps`` rollout steps sharing one prompt source, one failure guard and one slot pool.
 
-State that must outlive a step (the sampler's epoch position, the consecutive
-technical-failure streak) lives in explicit objects created here, once per run.
+The three rollout modules: ``run.py`` (this one) is the run — its configuration, its folder and the
+state that must outlive a step (the prompt source's position and evidence, the consecutive
+technical-failure streak), created here once per run; ``driver.py`` is one step, the I/O shell
+around :class:`~shopsimrl.sampling.step.RolloutStep`; ``runner.py`` plays one episode with the agent.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from shopsimrl.rollout.driver import RunContext, StepDriver, StepObserver
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.report import StepReport
-from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES, AdaptiveWaves, horizon_for_waves
-from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
+from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Strategy, WaveMode
 from shopsimrl.sampling.source import prompt_source
 
 
@@ -39,16 +40,14 @@ class RolloutConfig:
     out: Path = DEFAULT_OUT
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
-    selection: str = DEFAULT_STRATEGY  # "seed": the faithful TaskSampler order; "informative": PromptSelector
-    waves: str = DEFAULT_WAVES  # "fixed": slime's whole waves; "adaptive": predicted-size refills
+    selection: Strategy = DEFAULT_STRATEGY  # seed: the faithful order (SeedOrder); informative: PromptSelector
+    waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
     cushion: float = DEFAULT_CUSHION  # adaptive: expected informative groups in flight above the missing
     timeline: bool = False  # write each step's wave_timeline.png
 
     def __post_init__(self) -> None:
-        if self.selection not in STRATEGIES:
-            raise ValueError(f"selection must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
-        if self.waves not in WAVE_MODES:
-            raise ValueError(f"waves must be one of {', '.join(WAVE_MODES)}, got {self.waves!r}")
+        object.__setattr__(self, "selection", Strategy.parse(self.selection))  # "seed" given as a string, too
+        object.__setattr__(self, "waves", WaveMode.parse(self.waves))
         if not math.isfinite(self.cushion):
             raise ValueError(f"cushion must be a finite number, got {self.cushion}")
         if self.steps < 1:
@@ -86,7 +85,6 @@ async def run_rollout(
                                      extra_config=extra_config, paths=paths, learner=learner)
         finally:
             paths.unlock()
-    uses_selector = config.selection != "seed" or config.waves == "adaptive"
     horizon = horizon_for_waves(config.waves)
     atomic_write_json(paths.config, {
         "name": config.name,
@@ -97,24 +95,22 @@ async def run_rollout(
         "train_tasks": len(task_ids),
         "selection": config.selection,
         "waves": config.waves,
-        **({"cushion": config.cushion} if config.waves == "adaptive" else {}),
-        **({"explore_horizon_epochs": horizon} if config.selection == "informative" else {}),
+        **({"cushion": config.cushion} if config.waves is WaveMode.ADAPTIVE else {}),
+        **({"explore_horizon_epochs": horizon} if config.selection is Strategy.INFORMATIVE else {}),
         **(extra_config or {}),
     })
-    knobs = config.knobs
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
-        sampler=TaskSampler(task_ids, seed=config.seed),
+        source=prompt_source(config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed,
+                             explore_horizon_epochs=horizon),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,
         seed=config.seed,
         observer=observer,
-        selector=prompt_source(config.selection, task_ids, knobs.n_samples_per_prompt, config.seed,
-                               explore_horizon_epochs=horizon) if uses_selector else None,
-        adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.cushion)
-        if config.waves == "adaptive" else None,
+        waves=config.waves,
+        cushion=config.cushion,
         learner=learner,
         timeline=config.timeline,
     )

@@ -54,3 +54,8 @@ DEFAULT_STRATEGY = Strategy.SEED
 DEFAULT_WAVE_MODE = WaveMode.FIXED
 STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)  # argparse choices
 WAVE_MODES: tuple[str, ...] = tuple(m.value for m in WaveMode)
+
+
+def is_faithful(strategy: Strategy | str, waves: WaveMode | str) -> bool:
+    """The seed's own sampling: the seed order and whole waves (no prompt-selection lever on)."""
+    return Strategy.parse(strategy) is Strategy.SEED and WaveMode.parse(waves) is WaveMode.FIXED

@@ -1,4 +1,4 @@
-"""``replay``: a deterministic discrete-event run of the wave controller.
+"""``replay``: a deterministic discrete-event run of one rollout step (:class:`~shopsimrl.sampling.step.RolloutStep`).
 
 Give it the supply of groups in submission order, each with its verdict and how
 long it takes to generate; it tells what slime would keep, drop, admit as a
@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from shopsimrl.sampling.controller import GroupDecision, WaveController
+from shopsimrl.sampling.controller import GroupDecision
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_ROLLOUT_BATCH_SIZE
+from shopsimrl.sampling.step import FixedWaves, RolloutStep, Start
 from shopsimrl.sampling.verdict import Verdict
 
 
@@ -29,8 +31,7 @@ class SupplyExhausted(RuntimeError):
     """A wave was needed but the supply has fewer groups than the wave submits."""
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayEvent:
+class ReplayEvent(NamedTuple):
     """One decision (the controller's own :class:`GroupDecision`), with the simulated time it was taken at."""
 
     time: float
@@ -92,8 +93,37 @@ def _parse_supply(groups: Iterable[tuple[Verdict | str, float]]) -> list[tuple[V
         d = float(duration)
         if not math.isfinite(d) or d < 0:
             raise ValueError(f"supply item {i}: duration must be a finite number >= 0, got {duration!r}")
-        supply.append((Verdict.parse(verdict), d))
+        supply.append((verdict if type(verdict) is Verdict else Verdict.parse(verdict), d))
     return supply
+
+
+class _Supply:
+    """The replay's prompt source: group ``i`` plays supply item ``i``; there is nothing to learn."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.handed = 0
+
+    def next_prompts(self, k: int) -> range:
+        first = self.handed
+        if first + k > self.size:
+            raise _Short(first, k)
+        self.handed = first + k
+        return range(first, first + k)
+
+    def next_prompt(self) -> tuple[Hashable, float]:
+        raise NotImplementedError("replay opens whole waves only")
+
+    def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
+        return None
+
+    def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:
+        return None
+
+
+class _Short(Exception):
+    def __init__(self, first: int, count: int) -> None:
+        self.first, self.count = first, count
 
 
 def replay(
@@ -113,52 +143,58 @@ def replay(
     and ``TooManyTechnicalFailures`` when the consecutive-failure stop fires.
     """
     supply = _parse_supply(groups)
-    controller = WaveController(
-        rollout_batch_size, over_sampling_batch_size, max_consecutive_failed_groups, guard=guard
-    )  # both given: the controller's ValueError
+    step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=_Supply(len(supply)),
+                       sizer=FixedWaves(1), guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups)
+    controller = step.controller
     pending: list[tuple[float, int]] = []  # (completion time, index): a heap
     events: list[ReplayEvent] = []
     wave_times: list[float] = []
     now = 0.0
 
-    def submit_waves() -> None:
-        waves_before = controller.waves
-        if controller.needs_wave and controller.submitted + controller.wave_size > len(supply):
-            raise SupplyExhausted(
-                f"wave {waves_before + 1} needs groups {controller.submitted}..{controller.submitted + controller.wave_size - 1} "
-                f"at t={now:g}, but the supply has only {len(supply)} groups "
-                f"(kept {len(controller.kept)}/{controller.target}, remaining {controller.remaining})"
-            )
-        for index in controller.submit():
-            heapq.heappush(pending, (now + supply[index][1], index))
-        wave_times.extend([now] * (controller.waves - waves_before))
+    def act(actions: list[Any]) -> None:
+        for action in actions:
+            if type(action) is GroupDecision:
+                events.append(ReplayEvent(now, action))
+            elif type(action) is Start:
+                index = action.index
+                heapq.heappush(pending, (now + supply[index][1], index))
+                if action.wave > len(wave_times):  # the first group of a new wave
+                    wave_times.append(now)
 
-    submit_waves()
-    while not controller.done:
-        if not pending:  # cannot happen: a step that needs a wave always gets one
-            raise AssertionError(f"controller stalled in state {controller.state}: {controller.summary()}")
-        now, index = heapq.heappop(pending)
-        if pending and pending[0][0] == now:  # simultaneous completions: one batch
-            batch = [(index, supply[index][0])]
-            while pending and pending[0][0] == now:
-                index = heapq.heappop(pending)[1]
-                batch.append((index, supply[index][0]))
-            decisions: list[GroupDecision] = controller.complete_batch(batch)
-        else:
-            decisions = [controller.complete(index, supply[index][0])]
-        events.extend(ReplayEvent(now, d) for d in decisions)
-        if controller.needs_wave:
-            submit_waves()
-    aborted = controller.abort()
+    try:
+        act(step.start())
+        while not step.done:
+            if not pending:  # cannot happen: a step that needs a wave always gets one
+                raise AssertionError(f"controller stalled in state {controller.state}: {controller.summary()}")
+            now, index = heapq.heappop(pending)
+            if pending and pending[0][0] == now:  # simultaneous completions: one batch
+                batch = [(index, supply[index][0], None)]
+                while pending and pending[0][0] == now:
+                    index = heapq.heappop(pending)[1]
+                    batch.append((index, supply[index][0], None))
+                act(step.complete_batch(batch))
+            else:
+                actions = step.complete(index, supply[index][0])
+                if len(actions) == 1:  # the common case: one decision, nothing to start
+                    events.append(ReplayEvent(now, actions[0]))  # type: ignore[arg-type]
+                else:
+                    act(actions)
+    except _Short as short:
+        raise SupplyExhausted(
+            f"wave {controller.waves} needs groups {short.first}..{short.first + short.count - 1} "
+            f"at t={now:g}, but the supply has only {len(supply)} groups "
+            f"(kept {len(controller.kept)}/{controller.target}, remaining {controller.remaining - short.count})"
+        ) from None
+    done = step.close()
     return ReplayResult(
-        kept=list(controller.kept),
-        fallback=list(controller.fallback),
-        dropped={reason: list(indices) for reason, indices in controller.dropped.items()},
-        surplus=list(controller.surplus),
-        aborted=aborted,
-        waves=controller.waves,
-        submitted=controller.submitted,
-        remaining=controller.remaining,
+        kept=done.kept,
+        fallback=done.fallback,
+        dropped=done.dropped,
+        surplus=done.surplus,
+        aborted=done.aborted,
+        waves=done.waves,
+        submitted=done.submitted,
+        remaining=done.remaining,
         events=events,
         wave_times=wave_times,
         end_time=now,

@@ -106,7 +106,7 @@ class FixedWaves:
 
     def open(self, controller: WaveController, source: PromptSource,
              spread_chance: dict[int, float]) -> list[Start]:
-        if not controller.needs_wave:
+        if controller.state is not State.NEEDS_WAVE:  # slime's inner-loop condition (needs_wave)
             return []
         new = controller.submit()
         wave = controller.waves  # one wave: it adds over_sampling_batch_size >= target to remaining
@@ -147,11 +147,15 @@ class RolloutStep:
         *,
         source: PromptSource,
         sizer: WaveSizer,
-        guard: ConsecutiveFailureGuard,
+        guard: ConsecutiveFailureGuard | None = None,
+        max_consecutive_failed_groups: int | None = None,
         staging: StagedSiblings | None = None,
     ) -> None:
-        """``staging``: staged siblings (opt-in); ``None`` starts every group whole, as the seed."""
-        self.controller = WaveController(rollout_batch_size, over_sampling_batch_size, guard=guard)
+        """The consecutive-failure stop: ``guard`` (its streak shared across steps) or
+        ``max_consecutive_failed_groups`` (a fresh guard, default 8), not both.  ``staging``: staged siblings
+        (opt-in); ``None`` starts every group whole, as the seed."""
+        self.controller = WaveController(rollout_batch_size, over_sampling_batch_size, max_consecutive_failed_groups,
+                                         guard=guard)
         self.source = source
         self.sizer = sizer
         self.staging = staging
@@ -188,13 +192,17 @@ class RolloutStep:
         """One group finished on its own (a batch of one)."""
         if self._first_stage:
             self._whole(index)
+        controller = self.controller
         try:
-            decision = self.controller.complete(index, verdict)
+            decision = controller.complete(index, verdict)
         except TooManyTechnicalFailures as exc:
             self._hold(exc.decisions, {index: rewards})
             raise
         self._feedback.append((self.prompts[index], decision.decision, rewards))
-        return [decision, *self._next()]
+        if controller.done:
+            return [decision, self.stop()]
+        starts = self._open()
+        return [decision, *starts] if starts else [decision]
 
     def complete_batch(self, completions: Iterable[Completion]) -> list[Action]:
         """Groups that finished together: decided in submission order, then new groups or the abort."""
@@ -277,9 +285,10 @@ class RolloutStep:
 
     def _open(self) -> list[Start]:
         starts = self.sizer.open(self.controller, self.source, self._spread_chance)
-        prompts = self.prompts
-        for s in starts:
-            prompts[s.index] = s.prompt
+        if starts:
+            prompts = self.prompts
+            for s in starts:
+                prompts[s.index] = s.prompt
         if self.staging is not None:
             starts = [self._stage(s) for s in starts]
         return starts

@@ -1,4 +1,4 @@
-"""One simulated training run: the real ``WaveController`` and ``PromptSelector`` over the simulated world.
+"""One simulated training run: the real ``RolloutStep`` (controller, prompt source, wave sizer) over the simulated world.
 
 Per step: groups are submitted (whole waves, or adaptive refills), finish after
 their simulated duration, are filtered by the controller exactly as in the main
@@ -14,13 +14,16 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from shopsimrl.sampling import ConsecutiveFailureGuard, Decision, Verdict, WaveController
+from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, Verdict
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves, horizon_for_waves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
+from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMode
 from shopsimrl.sampling.selector import PromptSelector
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import StagedSiblings
+from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, Start, WaveSizer
+from shopsimrl.sampling.verdict import reward_spread_verdict
 from shopsimrl.simulate.model import World, WorldParams
 
 
@@ -98,8 +101,8 @@ class RunResult:
 
 def simulate_run(
     *,
-    selection: str = "seed",
-    waves: str = "fixed",
+    selection: str = DEFAULT_STRATEGY,
+    waves: WaveMode | str = DEFAULT_WAVE_MODE,
     steps: int = 80,
     seed: int = 0,
     world: WorldParams | None = None,
@@ -120,8 +123,7 @@ def simulate_run(
     share the engine's throughput, :mod:`~shopsimrl.simulate.capacity`) run each step on the step-object shell
     (:mod:`~shopsimrl.simulate.shell`); the default is the loop below.
     """
-    if waves not in ("fixed", "adaptive"):
-        raise ValueError(f"waves must be 'fixed' or 'adaptive', got {waves!r}")
+    mode = WaveMode.parse(waves)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     knobs = knobs or SamplingKnobs()
@@ -130,7 +132,7 @@ def simulate_run(
     if len(w.prompt_ids) < knobs.over_sampling_batch_size:
         raise ValueError(f"{len(w.prompt_ids)} prompts cannot fill a wave of {knobs.over_sampling_batch_size}")
     if explore_horizon_epochs is None:
-        explore_horizon_epochs = horizon_for_waves(waves)
+        explore_horizon_epochs = horizon_for_waves(mode)
     if selection == "oracle":
         from shopsimrl.simulate.oracle import OracleSelector
 
@@ -142,7 +144,9 @@ def simulate_run(
     else:
         selector = prompt_source(selection, w.prompt_ids, n, seed, explore_horizon_epochs=explore_horizon_epochs)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
-    sizer = AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, cushion)
+    sizer: WaveSizer = FixedWaves(n)
+    if mode is WaveMode.ADAPTIVE:
+        sizer = AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, cushion), n)
     initial = w.mean_pass_rate()
     records: list[StepRecord] = []
     timelines: dict[int, list[dict[str, Any]]] = {}
@@ -151,12 +155,10 @@ def simulate_run(
         if staging is not None or capacity is not None:
             from shopsimrl.simulate.shell import simulate_step_shared
 
-            record, events = simulate_step_shared(step, w, selector, guard, knobs,
-                                                  sizer if waves == "adaptive" else None, groups, staging=staging,
+            record, events = simulate_step_shared(step, w, selector, guard, knobs, sizer, groups, staging=staging,
                                                   capacity=capacity)
         else:
-            record, events = _simulate_step(step, w, selector, guard, knobs, sizer if waves == "adaptive" else None,
-                                            groups)
+            record, events = _simulate_step(step, w, selector, guard, knobs, sizer, groups)
         records.append(record)
         if step in keep_timelines:
             timelines[step] = events
@@ -175,88 +177,70 @@ def simulate_run(
 def _simulate_step(
     step: int,
     world: World,
-    selector: PromptSelector,
+    source: PromptSelector,
     guard: ConsecutiveFailureGuard,
     knobs: SamplingKnobs,
-    sizer: AdaptiveWaves | None,
+    sizer: WaveSizer,
     groups: list[tuple[int, str, bool]],
 ) -> tuple[StepRecord, list[dict[str, Any]]]:
-    n = knobs.n_samples_per_prompt
-    ctrl = WaveController(knobs.rollout_batch_size, knobs.over_sampling_batch_size, guard=guard)
+    """One step: a shell around :class:`RolloutStep` (groups finish after their simulated duration)."""
+    rollout = RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=source, sizer=sizer,
+                          guard=guard)
     heap: list[tuple[float, int]] = []
-    prompt_of: dict[int, str] = {}
     rewards_of: dict[int, list[float] | None] = {}
-    q_of: dict[int, float] = {}
-    feedback: list[tuple[str, Decision, list[float] | None]] = []
     events: list[dict[str, Any]] = [{"t": 0.0, "event": "step_start", "step": step}]
     now = 0.0
 
-    def launch(indices: range, prompts: list[str]) -> None:
-        for index, pid in zip(indices, prompts):
-            rewards, duration = world.play_group(pid, n)
-            prompt_of[index], rewards_of[index] = pid, rewards
-            heapq.heappush(heap, (now + duration, index))
-        events.append({"t": now, "event": "wave", "wave": ctrl.wave_of(indices[0]), "first_index": indices[0],
-                       "last_index": indices[-1], "task_ids": list(prompts), "remaining": ctrl.remaining})
+    def act(actions: list[Any]) -> None:
+        started: list[Start] = []
+        for action in actions:
+            if type(action) is Start:
+                rewards, duration = world.play_group(str(action.prompt), len(action.siblings))
+                rewards_of[action.index] = rewards
+                heapq.heappush(heap, (now + duration, action.index))
+                started.append(action)
+            elif type(action) is GroupDecision:
+                events.append({"t": now, "event": "decision", "task_id": str(rollout.prompts[action.index]),
+                               **action.as_dict()})
+        if started:  # one wave (or refill) per event
+            events.append({"t": now, "event": "wave", "wave": started[0].wave, "first_index": started[0].index,
+                           "last_index": started[-1].index, "task_ids": [str(a.prompt) for a in started],
+                           "remaining": rollout.controller.remaining})
 
-    def submit() -> None:
-        if sizer is None:
-            new = ctrl.submit()
-            if new:
-                launch(new, [str(p) for p in selector.next_prompts(len(new))])
-            return
-        picks = sizer.choose(len(ctrl.kept), [q_of[i] for i in ctrl.in_flight], selector.next_prompt, ctrl.submitted)
-        if picks:
-            new = ctrl.refill(len(picks))
-            for index, (_, q) in zip(new, picks):
-                q_of[index] = q
-            launch(new, [str(pid) for pid, _ in picks])
-
-    submit()
-    while not ctrl.done:
+    act(rollout.start())
+    while not rollout.done:
         now, index = heapq.heappop(heap)
         batch = [index]
         while heap and heap[0][0] == now:
             batch.append(heapq.heappop(heap)[1])
-        verdicts = [(i, _verdict(rewards_of[i])) for i in batch]
-        for d in ctrl.complete_batch(verdicts):
-            pid = prompt_of[d.index]
-            feedback.append((pid, d.decision, rewards_of[d.index]))
-            events.append({"t": now, "event": "decision", "task_id": pid, **d.as_dict()})
-        if not ctrl.done:
-            submit()
-    aborted = ctrl.abort()
-    for index in aborted:
-        selector.release(prompt_of[index])
-    # results reach the selector at step end, as in the driver: no prompt twice in one step
-    for pid, decision, rewards in feedback:
-        selector.settle(pid, rewards, surplus=decision is Decision.SURPLUS)
-    events.append({"t": now, "event": "abort", "aborted": aborted})
+        act(rollout.complete_batch([(i, _verdict(rewards_of[i]), rewards_of[i]) for i in batch]))
+    done = rollout.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
+    events.append({"t": now, "event": "abort", "aborted": done.aborted})
 
-    completed = [i for i in prompt_of if i not in set(aborted)]
-    scored = [rewards_of[i] for i in completed if rewards_of[i] is not None]
+    aborted = set(done.aborted)
+    completed = [i for i in rollout.prompts if i not in aborted]
+    scored = [r for i in completed if (r := rewards_of[i]) is not None]
     for i in completed:
         r = rewards_of[i]
         if r is not None:
-            groups.append((step, prompt_of[i], max(r) - min(r) <= 1e-6))
-    informative = [prompt_of[i] for i in ctrl.kept if i not in set(ctrl.fallback)]
-    world.train(informative)
-    stats = selector.pop_stats()
+            groups.append((step, str(rollout.prompts[i]), _verdict(r) is Verdict.ZERO_STD))
+    world.train([str(rollout.prompts[i]) for i in done.informative])
+    stats = source.pop_stats()
     record = StepRecord(
         step=step,
-        submitted=ctrl.submitted,
-        completed=ctrl.completed,
-        accepted=len(ctrl.kept) - len(ctrl.fallback),
-        fallback=len(ctrl.fallback),
-        zero_std_dropped=len(ctrl.dropped[REASON_ZERO_STD]),
-        technical_dropped=len(ctrl.dropped[REASON_TECHNICAL]),
-        surplus=len(ctrl.surplus),
-        aborted=len(aborted),
-        zero_spread_completed=sum(1 for r in scored if max(r) == min(r)),
+        submitted=done.submitted,
+        completed=done.completed,
+        accepted=len(done.kept) - len(done.fallback),
+        fallback=len(done.fallback),
+        zero_std_dropped=len(done.dropped[REASON_ZERO_STD]),
+        technical_dropped=len(done.dropped[REASON_TECHNICAL]),
+        surplus=len(done.surplus),
+        aborted=len(done.aborted),
+        zero_spread_completed=sum(1 for r in scored if _verdict(r) is Verdict.ZERO_STD),
         scored_completed=len(scored),
         successes=int(sum(sum(r) for r in scored)),
         all_wrong_completed=sum(1 for r in scored if max(r) == 0.0),
-        waves=ctrl.waves,
+        waves=done.waves,
         wall_s=now,
         mean_pass_rate=world.mean_pass_rate(),
         selector=stats,
@@ -265,6 +249,5 @@ def _simulate_step(
 
 
 def _verdict(rewards: list[float] | None) -> Verdict:
-    if rewards is None:
-        return Verdict.TECHNICAL
-    return Verdict.ZERO_STD if max(rewards) - min(rewards) <= 1e-6 else Verdict.VARIED
+    """The spread rule of docs/dynamic-sampling.md §2 (``reward_spread_verdict``); ``None``: technical."""
+    return Verdict.TECHNICAL if rewards is None else reward_spread_verdict(rewards)

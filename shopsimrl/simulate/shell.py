@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, Verdict
-from shopsimrl.sampling.adaptive import AdaptiveWaves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.selector import PromptSelector
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start
+from shopsimrl.sampling.step import AbortRest, RolloutStep, Start, WaveSizer
+from shopsimrl.sampling.verdict import reward_spread_verdict
 from shopsimrl.simulate.capacity import SharedThroughput
 from shopsimrl.simulate.model import World
 
@@ -29,19 +29,18 @@ def simulate_step_shared(
     selector: PromptSelector,
     guard: ConsecutiveFailureGuard,
     knobs: SamplingKnobs,
-    sizer: AdaptiveWaves | None,
+    sizer: WaveSizer,
     groups: list[tuple[int, str, bool]],
     *,
     staging: StagedSiblings | None,
     capacity: float | None,
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """(the step's ``StepRecord``, its events); ``sizer`` None: slime's whole waves."""
+    """(the step's ``StepRecord``, its events)."""
     from shopsimrl.simulate.engine import StepRecord
 
     n = knobs.n_samples_per_prompt
-    rs = RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=selector,
-                     sizer=FixedWaves(n) if sizer is None else AdaptiveRefills(sizer, n), guard=guard,
-                     staging=staging)
+    rs = RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=selector, sizer=sizer,
+                     guard=guard, staging=staging)
     clock = SharedThroughput(capacity)
     drawn: dict[int, tuple[list[float] | None, list[float]]] = {}
     left: dict[tuple[int, int], int] = {}  # job (group, first sibling) -> episodes still running
@@ -107,7 +106,7 @@ def simulate_step_shared(
     scored = [r for r in judged.values() if r is not None]
     for index, r in judged.items():
         if r is not None:
-            groups.append((step, str(rs.prompts[index]), max(r) - min(r) <= 1e-6))
+            groups.append((step, str(rs.prompts[index]), _verdict(r) is Verdict.ZERO_STD))
     world.train([str(rs.prompts[i]) for i in done.informative])
     stats = selector.pop_stats()
     counts = rs.stage_counts
@@ -115,7 +114,7 @@ def simulate_step_shared(
         step=step, submitted=done.submitted, completed=done.completed, accepted=len(done.informative),
         fallback=len(done.fallback), zero_std_dropped=len(done.dropped[REASON_ZERO_STD]),
         technical_dropped=len(done.dropped[REASON_TECHNICAL]), surplus=len(done.surplus), aborted=len(done.aborted),
-        zero_spread_completed=sum(1 for r in scored if max(r) == min(r)), scored_completed=len(scored),
+        zero_spread_completed=sum(1 for r in scored if _verdict(r) is Verdict.ZERO_STD), scored_completed=len(scored),
         successes=int(sum(sum(r) for r in scored)), all_wrong_completed=sum(1 for r in scored if max(r) == 0.0),
         waves=done.waves, wall_s=now, mean_pass_rate=world.mean_pass_rate(), selector=stats,
         episodes=episodes, stopped_early=counts["stopped_early"], episodes_saved=counts["episodes_saved"],
@@ -126,7 +125,5 @@ def simulate_step_shared(
 
 
 def _verdict(rewards: list[float] | None) -> Verdict:
-    if rewards is None:
-        return Verdict.TECHNICAL
-    return Verdict.ZERO_STD if max(rewards) - min(rewards) <= 1e-6 else Verdict.VARIED
+    return Verdict.TECHNICAL if rewards is None else reward_spread_verdict(rewards)
 

@@ -15,7 +15,6 @@ from shopsimrl.rollout.driver import RunContext, StepDriver
 from shopsimrl.rollout.group import EpisodeSlots
 from shopsimrl.rollout.outputs import prepare_run_dir
 from shopsimrl.rollout.synthetic import synthetic_runner, unit_hash
-from shopsimrl.rollout.tasks import TaskSampler
 from shopsimrl.sampling import (
     REASON_TECHNICAL,
     REASON_ZERO_STD,
@@ -24,6 +23,7 @@ from shopsimrl.sampling import (
     TooManyTechnicalFailures,
 )
 from shopsimrl.sampling.metrics import STEP_METRIC_KEYS
+from shopsimrl.sampling.order import SeedOrder
 
 
 def test_default_knobs_every_step_keeps_16_groups_in_2_updates_of_8_whole_groups(tmp_path):
@@ -122,7 +122,7 @@ def test_abort_leaves_no_slot_and_no_pending_task(tmp_path):
                 await asyncio.sleep(0.005)  # the env release happens while unwinding
                 released.append(spec.rollout_id)
 
-        ctx = RunContext(knobs=knobs, runner=slow_runner, sampler=TaskSampler([f"t{i}" for i in range(20)]),
+        ctx = RunContext(knobs=knobs, runner=slow_runner, source=SeedOrder([f"t{i}" for i in range(20)], knobs.n_samples_per_prompt),
                          guard=ConsecutiveFailureGuard(8), slots=EpisodeSlots(6),
                          paths=prepare_run_dir(tmp_path, "abort"))
         report = await StepDriver(ctx, 1).run()
