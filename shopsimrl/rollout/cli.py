@@ -35,6 +35,7 @@ from shopsimrl.sampling.knobs import (
     DEFAULT_ROLLOUT_BATCH_SIZE,
 )
 from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
+from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, SIBLINGS
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -116,6 +117,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="adaptive waves: expected informative groups kept in flight above the number missing; "
                      "negative keeps fewer (never fewer groups than are missing), so the fallback keeps more "
                      "zero-spread groups and fewer episodes are generated (default %(default)s)")
+    sel.add_argument("--siblings", choices=SIBLINGS, default=DEFAULT_SIBLINGS,
+                     help="all: every group starts its n siblings at once (the seed); staged: K first, then the rest, "
+                     "or a zero-std drop after K when the seed would drop the group and the prediction says the rest "
+                     "would agree too (docs/dynamic-sampling.md R29)")
+    sel.add_argument("--stage-size", type=int, default=None,
+                     help="staged siblings: K, the siblings started first (default n_samples_per_prompt // 2)")
     sel.add_argument("--learning", action="store_true",
                      help="heuristic policy: grow more consistent on each task it trains on with spread, as a "
                      "trained model does (the zero-spread share rises over steps)")
@@ -235,6 +242,10 @@ def check_options(args: argparse.Namespace) -> None:
         (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
          f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
         (math.isfinite(args.cushion), f"--cushion is a finite number of groups, got {args.cushion}"),
+        (args.stage_size is None or 1 <= args.stage_size < args.n_samples_per_prompt,
+         f"--stage-size must be within [1, --n-samples-per-prompt) = [1, {args.n_samples_per_prompt}), "
+         f"got {args.stage_size}"),
+        (args.stage_size is None or args.siblings == "staged", "--stage-size is for --siblings staged"),
         (not args.learning or args.policy == "heuristic",
          "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
          "--policy heuristic"),
@@ -371,7 +382,8 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     name = args.name or default_run_name()
     config = RolloutConfig(knobs=knobs, steps=args.steps, seed=args.seed, out=args.out, name=name,
                            episode_concurrency=args.episode_concurrency, selection=args.selection,
-                           waves=args.waves, cushion=args.cushion, timeline=args.timeline)
+                           waves=args.waves, cushion=args.cushion, timeline=args.timeline,
+                           siblings=args.siblings, stage_size=args.stage_size)
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
         console = Console(width=max(console.width, 150))

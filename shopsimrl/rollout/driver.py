@@ -30,6 +30,7 @@ from shopsimrl.rollout.group import (
     episode_seed,
     never_succeeded,
     run_group,
+    run_rest,
 )
 from shopsimrl.rollout.outputs import (
     RunPaths,
@@ -55,6 +56,7 @@ from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
 from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.selector import PromptSelector, selector_step_metrics
+from shopsimrl.sampling.staged import StagedSiblings, staged_step_metrics
 from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone, WaveSizer
 from shopsimrl.sampling.verdict import unique_rollout_rewards
 
@@ -181,6 +183,7 @@ class RunContext:
     cushion: float = DEFAULT_CUSHION  # adaptive waves: expected informative groups in flight above the missing
     learner: Callable[[list[str]], None] | None = None  # trained on these tasks' informative groups
     timeline: bool = False  # draw each step's wave timeline into its folder
+    staging: StagedSiblings | None = None  # staged siblings (opt-in); None: every group starts whole
 
     @property
     def faithful(self) -> bool:
@@ -210,7 +213,7 @@ class StepDriver:
         knobs = ctx.knobs
         self.rollout = RolloutStep(  # the run's guard carries max_consecutive_failed_groups
             knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=ctx.source, sizer=ctx.wave_sizer(),
-            guard=ctx.guard,
+            guard=ctx.guard, staging=ctx.staging,
         )
         self.controller = self.rollout.controller  # read-only here: the live view's counters
         self.groups: dict[int, GroupRun] = {}
@@ -222,6 +225,7 @@ class StepDriver:
         self.wall_seconds = 0.0
         self.done: StepDone | None = None
         self._t0 = 0.0
+        self._first_stage: set[int] = set()  # staged groups running their first K siblings
 
     def _now(self) -> float:
         return self.ctx.clock() - self._t0
@@ -283,6 +287,10 @@ class StepDriver:
             if type(action) is GroupDecision:
                 self._log_decisions(now, [action])
             elif type(action) is Start:
+                if action.index in self.groups:  # staged siblings: the rest of a group, not a new one
+                    self._start(action)
+                    self._event(now, "rest", index=action.index, siblings=list(action.siblings))
+                    continue
                 self._start(action)
                 started.setdefault(action.wave, []).append(action.index)
         for wave, indices in started.items():
@@ -295,6 +303,9 @@ class StepDriver:
     def _start(self, start: Start) -> None:
         """One group's siblings as an asyncio task; it reports itself to the completion queue."""
         index, task_id = start.index, str(start.prompt)
+        if index in self.groups:  # staged siblings: the rest of a group whose first K are back
+            self._start_rest(start)
+            return
         specs = [
             EpisodeSpec(
                 task_id=task_id,
@@ -308,9 +319,24 @@ class StepDriver:
         ]
         group = GroupRun(index=index, wave=start.wave, task_id=task_id, specs=specs)
         self.groups[index] = group
+        first = len(specs) < self.ctx.knobs.n_samples_per_prompt  # a staged group's first K: triage once judged
+        if first:
+            self._first_stage.add(index)
         task = asyncio.create_task(
-            run_group(group, self.ctx.runner, self.ctx.slots, on_finished=self._group_finished),
+            run_group(group, self.ctx.runner, self.ctx.slots, on_finished=None if first else self._group_finished),
             name=f"shopsimrl-step{self.step}-group{index}",
+        )
+        self.completions.add(index, task)
+
+    def _start_rest(self, start: Start) -> None:
+        group, index = self.groups[start.index], start.index
+        rest = [EpisodeSpec(task_id=group.task_id, rollout_id=f"s{self.step}-g{index}-r{i}",
+                            seed=episode_seed(self.ctx.seed, self.step, index, i),
+                            trace_path=self.paths.trace(index, i), group_index=index, sibling=i)
+                for i in start.siblings]
+        task = asyncio.create_task(
+            run_rest(group, rest, self.ctx.runner, self.ctx.slots, on_finished=self._group_finished),
+            name=f"shopsimrl-step{self.step}-group{index}-rest",
         )
         self.completions.add(index, task)
 
@@ -323,13 +349,28 @@ class StepDriver:
     def _decide(self, now: float, finished: list[GroupRun]) -> None:
         """A batch of finished groups to the step; when the stop fires inside it, the decisions it took
         before (and the trigger, ``stopped_run``) are logged from what the controller hands back."""
+        firsts = [g for g in finished if g.index in self._first_stage]
+        if firsts:
+            finished = [g for g in finished if g.index not in self._first_stage]
         try:
             actions = self.rollout.complete_batch([(g.index, g.verdict, _rewards(g)) for g in finished])
+            self._act(now, actions)
+            for group in sorted(firsts, key=lambda g: g.index):
+                self._first_stage.discard(group.index)
+                if self.rollout.done:
+                    break  # the batch is full: this group is aborted with the rest
+                self._act(now, self._first_stage_back(group))
         except TooManyTechnicalFailures as exc:
             self._log_decisions(now, list(exc.decisions))
             self.events[-1]["stopped_run"] = True
             raise
-        self._act(now, actions)
+
+    def _first_stage_back(self, group: GroupRun) -> list[Any]:
+        """A staged group's first K are back: the rest starts, or the group is decided after K (triage first)."""
+        actions = self.rollout.first_stage(group.index, [ep.reward if ep.scored else None for ep in group.episodes])
+        if any(type(a) is GroupDecision and a.index == group.index for a in actions):
+            self._group_finished(group)
+        return actions
 
     def _log_decisions(self, now: float, decisions: list[GroupDecision]) -> None:
         for d in decisions:
@@ -356,9 +397,11 @@ class StepDriver:
         if not ctx.faithful:
             report.metrics.update(selector_step_metrics(
                 ctx.source.pop_stats(), informative=len(informative),
-                generated_episodes=len(report.groups) * ctx.knobs.n_samples_per_prompt,
+                generated_episodes=sum(len(g.specs) for g in report.groups.values()),
                 coverage=ctx.source.coverage(),
             ))
+        if ctx.staging is not None:
+            report.metrics.update(staged_step_metrics(self.rollout.stage_counts))
         if ctx.learner is not None:
             ctx.learner(informative)
         if ctx.timeline:

@@ -197,6 +197,31 @@ async def _run_sibling(
             meter.seconds = max(time.perf_counter() - meter.started, 1e-9)
 
 
+async def run_rest(
+    group: GroupRun,
+    rest: list[EpisodeSpec],
+    runner: EpisodeRunner,
+    slots: EpisodeSlots,
+    *,
+    on_finished: Callable[[GroupRun], None] | None = None,
+) -> GroupRun:
+    """Staged siblings: run the rest of a group whose first siblings are back, then judge the whole group.
+
+    The rest joins the group (specs, meters, episodes, in sibling order) before the verdict, the
+    classification and ``on_finished``: the filter and triage only ever see whole groups.
+    """
+    part = GroupRun(index=group.index, wave=group.wave, task_id=group.task_id, specs=rest)
+    await run_group(part, runner, slots)
+    group.specs = [*group.specs, *part.specs]
+    group.meters = [*group.meters, *part.meters]
+    group.episodes = [*group.episodes, *part.episodes]
+    group.verdict = group_verdict(group.samples(), label=f"group {group.index}")
+    group.classification = classify(group.verdict, group.episodes)
+    if on_finished is not None:
+        on_finished(group)
+    return group
+
+
 async def run_group(
     group: GroupRun,
     runner: EpisodeRunner,

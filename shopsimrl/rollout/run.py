@@ -25,6 +25,7 @@ from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Strategy, WaveMode
 from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, Siblings, StagedSiblings
 
 
 def default_run_name() -> str:
@@ -44,8 +45,18 @@ class RolloutConfig:
     waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
     cushion: float = DEFAULT_CUSHION  # adaptive: expected informative groups in flight above the missing
     timeline: bool = False  # write each step's wave_timeline.png
+    siblings: Siblings = DEFAULT_SIBLINGS  # all: every group starts whole (the seed); staged: K first
+    stage_size: int | None = None  # staged: K (default n // 2)
+
+    @property
+    def staging(self) -> StagedSiblings | None:
+        if self.siblings is not Siblings.STAGED:
+            return None
+        return StagedSiblings.of(self.knobs.n_samples_per_prompt, self.stage_size)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "siblings", Siblings.parse(self.siblings))
+        self.staging  # noqa: B018  (validates the stage size)
         object.__setattr__(self, "selection", Strategy.parse(self.selection))  # "seed" given as a string, too
         object.__setattr__(self, "waves", WaveMode.parse(self.waves))
         if not math.isfinite(self.cushion):
@@ -97,6 +108,9 @@ async def run_rollout(
         "waves": config.waves,
         **({"cushion": config.cushion} if config.waves is WaveMode.ADAPTIVE else {}),
         **({"explore_horizon_epochs": horizon} if config.selection is Strategy.INFORMATIVE else {}),
+        **({"siblings": config.siblings, "stage_size": config.staging.stage_size,  # type: ignore[union-attr]
+            "stage_threshold": config.staging.threshold, "stage_skip_q": config.staging.skip_q}  # type: ignore[union-attr]
+           if config.staging is not None else {}),
         **(extra_config or {}),
     })
     ctx = RunContext(
@@ -113,6 +127,7 @@ async def run_rollout(
         cushion=config.cushion,
         learner=learner,
         timeline=config.timeline,
+        staging=config.staging,
     )
     reports: list[StepReport] = []
     for k in range(1, config.steps + 1):

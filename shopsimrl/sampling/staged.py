@@ -146,3 +146,20 @@ def after_first_stage(
         return Next.REST, None
     chance = rest_spread_chance(logit[0], logit[1], len(rewards), n, successes=value > 0.5)
     return (Next.DROP if chance < threshold else Next.REST), chance
+
+
+#: W&B-style key prefix of the staging figures (under the project's rollout/shopsim/ namespace).
+STAGED_PREFIX = "rollout/shopsim/staged/"
+
+
+def staged_step_metrics(counts: dict[str, int]) -> dict[str, float]:
+    """One step's staging figures from ``RolloutStep.stage_counts``: groups started staged, started whole
+    (predicted to spread: staging skipped), rests started, groups stopped early (decided as zero-std drops
+    after ``K``) and the episodes that saved."""
+    return {
+        STAGED_PREFIX + "groups_staged": float(counts["staged"]),
+        STAGED_PREFIX + "groups_started_whole": float(counts["whole"]),
+        STAGED_PREFIX + "rests_started": float(counts["rest_started"]),
+        STAGED_PREFIX + "groups_stopped_early": float(counts["stopped_early"]),
+        STAGED_PREFIX + "episodes_saved": float(counts["episodes_saved"]),
+    }
