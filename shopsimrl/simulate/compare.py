@@ -10,6 +10,7 @@ from typing import Any
 
 from shopsimrl.io import atomic_write_bytes
 from shopsimrl.rollout.timeline import FATE_COLOURS, draw_wave_timeline, render_png
+from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
 
@@ -30,6 +31,7 @@ SUMMARY_KEYS = (
     "final_mean_pass_rate",
     "coverage",
     "mean_step_wall_s",
+    "wall_s_per_informative_group",
 )
 
 
@@ -40,26 +42,56 @@ def compare(
     world: WorldParams | None = None,
     strategies: Sequence[tuple[str, str]] = STRATEGIES,
     timeline_step: int | None = None,
+    staging: StagedSiblings | None = None,
+    capacity: float | None = None,
 ) -> dict[str, Any]:
     """Run every strategy on every seed (same worlds); medians over seeds per strategy.
 
     The ``oracle`` rows read the world's true pass rates: the bound for any selector in that world.
+    ``staging``: each strategy also runs with staged siblings, as ``<strategy>+staged``; ``capacity``
+    (episodes at full speed, :mod:`~shopsimrl.simulate.capacity`) times every row under the capacity model.
     """
     world = world or WorldParams()
     runs: dict[str, list[RunResult]] = {}
     for selection, waves in strategies:
-        label = f"{selection}/{waves}"
-        keep = (timeline_step,) if timeline_step else ()
-        runs[label] = [
-            simulate_run(selection=selection, waves=waves, steps=steps, seed=s, world=world,
-                         keep_timelines=keep if i == 0 else (), label=label)
-            for i, s in enumerate(seeds)
-        ]
+        for staged in (None, staging) if staging is not None else (None,):
+            label = f"{selection}/{waves}" + ("+staged" if staged is not None else "")
+            keep = (timeline_step,) if timeline_step else ()
+            runs[label] = [
+                simulate_run(selection=selection, waves=waves, steps=steps, seed=s, world=world,
+                             keep_timelines=keep if i == 0 else (), label=label, staging=staged, capacity=capacity)
+                for i, s in enumerate(seeds)
+            ]
     summary = {
         label: {key: median(r.summary(8)[key] for r in rs) for key in SUMMARY_KEYS}
         for label, rs in runs.items()
     }
-    return {"world": world.as_dict(), "steps": steps, "seeds": list(seeds), "summary": summary, "runs": runs}
+    return {"world": world.as_dict(), "steps": steps, "seeds": list(seeds), "summary": summary, "runs": runs,
+            "capacity": capacity}
+
+
+def staged_targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """Staged siblings (R29): the issue's targets on the medians, and wall time per informative group."""
+    key, wall = "informative_per_1k_generated_episodes", "wall_s_per_informative_group"
+    out: dict[str, dict[str, Any]] = {}
+    seed, seed_staged = summary.get("seed/fixed"), summary.get("seed/fixed+staged")
+    if seed and seed_staged:
+        ratio = seed_staged[key] / seed[key]
+        out["staged: seed/fixed+staged informative per 1k vs seed/fixed >= 1.25x"] = {"value": ratio,
+                                                                                       "met": ratio >= 1.25}
+    ada, ada_staged = summary.get("informative/adaptive"), summary.get("informative/adaptive+staged")
+    if ada and ada_staged:
+        out["staged: informative/adaptive+staged informative per 1k >= 100"] = {
+            "value": ada_staged[key], "met": ada_staged[key] >= 100.0}
+        gap = ada_staged["final_mean_pass_rate"] - ada["final_mean_pass_rate"]
+        out["staged: informative/adaptive+staged final pass rate within 0.01"] = {"value": gap,
+                                                                                  "met": abs(gap) <= 0.01}
+    for label, row in summary.items():
+        base = summary.get(label.removesuffix("+staged")) if label.endswith("+staged") else None
+        if base:
+            out[f"staged: {label} wall s per informative group vs without (report)"] = {
+                "value": row[wall] / base[wall], "met": None}
+    return out
 
 
 def targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
