@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from shopsimrl.sampling.adaptive import AdaptiveWaves
 from shopsimrl.sampling.controller import ControllerStateError, Decision, GroupDecision, State, WaveController
@@ -51,7 +51,7 @@ class Start(NamedTuple):
 
     index: int  # the group's submission index in this step
     wave: int  # 1-based wave (or adaptive refill) it was opened in
-    prompt: Hashable
+    prompt: Any  # what the source handed out: a prompt id (slime's rollout function: a group of samples)
     siblings: range  # which of the group's n siblings to start now
     spread_chance: float | None  # adaptive waves: the predicted chance that the group has reward spread
 
