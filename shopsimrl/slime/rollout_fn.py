@@ -19,18 +19,29 @@ in the filter hook (``fully_scored_group_filter``), which raises it, as on slime
 path; the controller here only applies the wave rules.  Setting (custom config):
 ``shopsim_wave_cushion`` (default ``DEFAULT_CUSHION`` expected informative groups).  Requires ``--data-source-path
 shopsimrl.slime.data_source.SelectorDataSource``.
+
+Staged siblings (opt-in, docs/dynamic-sampling.md R29): ``shopsim_siblings: staged`` (and
+``shopsim_stage_size``, default ``n_samples_per_prompt // 2``).  A staged group's siblings are
+submitted one by one with slime's per-sample ``generate_and_rm`` (``K`` first, then the rest);
+the filter judges the whole group, or the step decides it as a zero-std drop after ``K`` (the
+all-samples hook then hears its ``K`` samples).  The metrics carry
+``rollout/shopsim/staged/groups_stopped_early`` and ``.../episodes_saved``.  Not with ``--group-rm``
+(a group reward model needs the whole group at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, Decision, GroupDecision
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
-from shopsimrl.sampling.filter import verdict_of
+from shopsimrl.sampling.filter import REASON_ZERO_STD, verdict_of
+from shopsimrl.sampling.staged import Siblings, StagedSiblings, staged_step_metrics
 from shopsimrl.sampling.step import AdaptiveRefills, RolloutStep, Start
+from shopsimrl.sampling.verdict import is_scored, sample_reward
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
@@ -73,6 +84,12 @@ class DataSourceGroups:
         selector = self.data_source.selector
         return group, 1.0 - selector.predicted_zero_spread(task_id) if task_id in selector.in_flight else 0.0
 
+    def predicted_logit(self, group: list[Any]) -> tuple[float, float] | None:
+        """Staged siblings: the selector's pass-rate logit for the group's prompt (``None``: not its pick)."""
+        task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)
+        selector = self.data_source.selector
+        return selector.predicted_logit(task_id) if task_id in selector.in_flight else None
+
     def next_prompts(self, k: int) -> list[list[Any]]:
         return self.data_source.get_samples(k)
 
@@ -96,9 +113,14 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     target, wave = int(args.rollout_batch_size), int(args.over_sampling_batch_size)
     cushion = getattr(args, "shopsim_wave_cushion", None)  # 0 is a valid cushion: no `or` default
     refills = AdaptiveWaves(target, wave, DEFAULT_CUSHION if cushion is None else float(cushion))
+    staging = staging_of(args)
     step = RolloutStep(target, wave, source=DataSourceGroups(data_source),
                        sizer=AdaptiveRefills(refills, int(args.n_samples_per_prompt)),
-                       guard=ConsecutiveFailureGuard(sys.maxsize))  # the filter hook raises the stop, as on slime's path
+                       guard=ConsecutiveFailureGuard(sys.maxsize),  # the filter hook raises the stop, as on slime's path
+                       staging=staging)
+    first_stage: set[int] = set()  # staged groups running their first K
+    parts: dict[int, list[Any]] = {}  # a staged group's samples back so far
+    key = getattr(args, "reward_key", None)
     index_of: dict[asyncio.Task[Any], int] = {}
     reasons: dict[int, str | None] = {}
     finished: dict[int, list[Any]] = {}
@@ -108,8 +130,13 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     def act(actions: list[Any]) -> None:
         for action in actions:
             if type(action) is Start:
-                task = asyncio.create_task(sglang_rollout.generate_and_rm_group(
-                    args, action.prompt, sampling_params=state.sampling_params.copy(), evaluation=False))
+                if len(action.siblings) == len(action.prompt):
+                    task = asyncio.create_task(sglang_rollout.generate_and_rm_group(
+                        args, action.prompt, sampling_params=state.sampling_params.copy(), evaluation=False))
+                else:  # staged siblings: these samples only, each with slime's per-sample generate_and_rm
+                    if action.siblings.start == 0:
+                        first_stage.add(action.index)
+                    task = asyncio.create_task(_siblings(args, action.prompt, action.siblings, state.sampling_params))
                 state.pendings.add(task)
                 index_of[task] = action.index
             elif type(action) is GroupDecision:
@@ -122,15 +149,31 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     act(step.start())
     while not step.done:
         done, state.pendings = await asyncio.wait(state.pendings, return_when=asyncio.FIRST_COMPLETED)
-        batch = []
+        batch, firsts = [], []
         for task in done:
             index = index_of.pop(task)
             group = task.result()
+            if index in first_stage:
+                first_stage.discard(index)
+                parts[index] = list(group)
+                firsts.append(index)
+                continue
+            if index in parts:  # the rest of a staged group: judged whole
+                group = [*parts.pop(index), *group]
             all_data.append(group)
             output = call_dynamic_filter(dynamic_filter, args, group)
             batch.append((index, verdict_of(output), None))
             reasons[index], finished[index] = output.reason, group
         act(step.complete_batch(batch))
+        for index in sorted(firsts):
+            if step.done:
+                break  # the batch is full: aborted with the rest
+            head = parts[index]
+            actions = step.first_stage(index, [sample_reward(s, key) if is_scored(s, key) else None for s in head])
+            if any(type(a) is GroupDecision and a.index == index for a in actions):
+                all_data.append(parts.pop(index))  # decided after K: the all-samples hook hears what was generated
+                reasons[index] = REASON_ZERO_STD
+            act(actions)
 
     aborted = await sglang_rollout.abort(args, rollout_id)
     step.close()
@@ -141,4 +184,30 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
         load_function(args.rollout_sample_filter_path)(args, data)
     if getattr(args, "rollout_all_samples_process_path", None) is not None:
         load_function(args.rollout_all_samples_process_path)(args, all_samples, data_source)
-    return data, gatherer.collect(), aborted
+    metrics = gatherer.collect()
+    if staging is not None:
+        metrics.update(staged_step_metrics(step.stage_counts))
+    return data, metrics, aborted
+
+
+def staging_of(args: Any) -> StagedSiblings | None:
+    """``shopsim_siblings`` / ``shopsim_stage_size`` (custom config) as the step's staging, or ``None``."""
+    if Siblings.parse(getattr(args, "shopsim_siblings", None) or Siblings.ALL) is not Siblings.STAGED:
+        return None
+    if getattr(args, "group_rm", False):
+        raise ValueError("shopsim_siblings: staged submits siblings one by one; a group reward model (--group-rm) "
+                         "needs the whole group at once: drop one of the two")
+    return StagedSiblings.of(int(args.n_samples_per_prompt), getattr(args, "shopsim_stage_size", None))
+
+
+async def _siblings(args: Any, group: list[Any], siblings: range, sampling_params: dict[str, Any]) -> list[Any]:
+    """Some of a group's samples, each through slime's ``generate_and_rm`` (as ``generate_and_rm_group`` does
+    for all of them: a session id per sample, a copy of the sampling parameters each)."""
+    from slime.rollout import sglang_rollout
+
+    samples = [group[s] for s in siblings]
+    for sample in samples:
+        if getattr(sample, "session_id", None) is None:
+            sample.session_id = str(uuid.uuid4())
+    return list(await asyncio.gather(*(sglang_rollout.generate_and_rm(args, sample, sampling_params.copy(),
+                                                                      evaluation=False) for sample in samples)))

@@ -1,0 +1,71 @@
+"""slime's adaptive rollout function with staged siblings (R29): siblings through slime's per-sample
+``generate_and_rm``, whole groups to the trainer, early stops as zero-std drops in slime's drop metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+from slime_hooks.test_rollout_fn import args, fake_slime, solved  # noqa: F401  (fixtures)
+
+from shopsimrl.sampling.filter import REASON_ZERO_STD
+from shopsimrl.sampling.staged import STAGED_PREFIX
+from shopsimrl.slime.data_source import SelectorDataSource
+
+
+@pytest.fixture
+def per_sample(fake_slime, kit):  # noqa: F811
+    """slime's ``generate_and_rm`` for one sample: solved prompts always succeed, the others alternate."""
+    calls = []
+
+    async def generate_and_rm(_args, sample, sampling_params, evaluation=False):
+        task_id = sample.metadata["task_id"]
+        assert sample.session_id is not None
+        calls.append((task_id, sample.index))
+        await asyncio.sleep(0.001 * (1 + int(task_id.split("-")[1]) % 5))
+        reward = 1.0 if solved(task_id) else float(sample.index % 2)
+        out = kit.scored(sample.group_index, sample.index, reward, rollout_id=sample.index)
+        out.metadata.update(task_id=task_id)
+        out.prompt = task_id
+        return out
+
+    sys.modules["slime.rollout.sglang_rollout"].generate_and_rm = generate_and_rm
+    return calls
+
+
+def test_r29_slime_staged_whole_groups_to_the_trainer_and_early_stops_counted(fake_slime, per_sample, args, kit):  # noqa: F811
+    from shopsimrl.slime.rollout_fn import generate_rollout
+
+    args.shopsim_siblings, args.shopsim_stage_size, args.rollout_batch_size = "staged", 2, 2
+    source = SelectorDataSource(args, sample_cls=kit.Sample)
+    stopped = saved = 0
+    for rollout_id in range(8):
+        out = generate_rollout(args, rollout_id, source)
+        assert len(out.samples) == args.rollout_batch_size
+        assert all(len(g) == args.n_samples_per_prompt for g in out.samples), "the trainer gets whole groups"
+        assert all([s.index for s in g] == sorted(s.index for s in g) for g in out.samples)
+        m = out.metrics
+        stopped += m[STAGED_PREFIX + "groups_stopped_early"]
+        saved += m[STAGED_PREFIX + "episodes_saved"]
+        assert m[STAGED_PREFIX + "episodes_saved"] == 2 * m[STAGED_PREFIX + "groups_stopped_early"]
+        # every early stop is one of slime's zero-std drops
+        assert m.get(f"rollout/dynamic_filter/drop_{REASON_ZERO_STD}", 0) >= m[STAGED_PREFIX + "groups_stopped_early"]
+        assert source.selector.in_flight == frozenset()
+    assert per_sample, "staged siblings go through slime's per-sample generate_and_rm"
+    assert stopped > 0 and saved == 2 * stopped
+
+
+def test_r29_slime_staging_is_refused_with_a_group_reward_model(fake_slime, args, kit):  # noqa: F811
+    from shopsimrl.slime.rollout_fn import generate_rollout
+
+    args.shopsim_siblings, args.group_rm = "staged", True
+    with pytest.raises(ValueError, match="group-rm"):
+        generate_rollout(args, 0, SelectorDataSource(args, sample_cls=kit.Sample))
+
+
+def test_r29_slime_default_writes_no_staging_figures(fake_slime, args, kit):  # noqa: F811
+    from shopsimrl.slime.rollout_fn import generate_rollout
+
+    out = generate_rollout(args, 0, SelectorDataSource(args, sample_cls=kit.Sample))
+    assert not [k for k in out.metrics if k.startswith(STAGED_PREFIX)]
