@@ -43,7 +43,12 @@ TESTS = "tests/sampling"
 class Mutation:
     name: str
     rule: str
-    witness: str  # the example test in tests/sampling/test_rules.py written to catch this rule's breakage
+    witness: str  # the example test written to catch this rule's breakage: in tests/sampling/test_rules.py, or
+    # "FILE::TEST" for another file of tests/sampling (the opt-in extensions' rules)
+
+    @property
+    def test_id(self) -> str:
+        return f"{TESTS}/{self.witness}" if "::" in self.witness else f"{TESTS}/test_rules.py::{self.witness}"
     path: str  # relative to the repository root
     old: str  # must occur exactly once in the file
     new: str
@@ -177,6 +182,49 @@ MUTATIONS = (
              SAMPLING + "controller.py",
              "batch = sorted((int(i), Verdict.parse(v)) for i, v in completions)",
              "batch = sorted(((int(i), Verdict.parse(v)) for i, v in completions), reverse=True)"),
+    # R29 staged siblings (opt-in)
+    Mutation("staged-stops-where-the-fallback-could-keep", "R29",
+             "test_staged.py::test_r29_agreement_but_the_fallback_could_keep_the_group_the_rest_starts",
+             SAMPLING + "staged.py",
+             "if remaining <= target or logit is None:", "if logit is None:"),
+    Mutation("staged-stops-on-disagreement", "R29",
+             "test_staged.py::test_r29_first_k_disagree_the_rest_starts",
+             SAMPLING + "staged.py",
+             "if max(rewards) - min(rewards) > ZERO_STD_EPSILON:", "if False:"),
+    Mutation("staged-stops-with-an-unscored-sibling", "R29",
+             "test_staged.py::test_r29_an_unscored_sibling_among_the_first_k_the_rest_starts",
+             SAMPLING + "staged.py",
+             "if any(r is None for r in first):\n        return Next.REST, None",
+             "if any(r is None for r in first):\n        first = [0.0 if r is None else r for r in first]"),
+    Mutation("staged-stops-on-a-partial-agreement", "R29",
+             "test_staged.py::test_r29_agreement_on_a_partial_reward_the_rest_starts",
+             SAMPLING + "staged.py",
+             "if abs(value - 1.0) > ZERO_STD_EPSILON and abs(value) > ZERO_STD_EPSILON:", "if False:"),
+    Mutation("staged-threshold-inclusive", "R29",
+             "test_staged.py::test_r29_the_threshold_is_strict_and_bounds_the_chance",
+             SAMPLING + "staged.py",
+             "(Next.DROP if chance < threshold else Next.REST)", "(Next.DROP if chance <= threshold else Next.REST)"),
+    Mutation("staged-chance-not-conditioned-on-the-outcomes", "R29",
+             "test_staged.py::test_r29_the_chance_is_conditioned_on_the_outcomes_seen",
+             SAMPLING + "staged.py",
+             "w = weight * agree**k", "w = weight"),
+    Mutation("staged-chance-reads-failures-as-successes", "R29",
+             "test_staged.py::test_r29_agreement_predicted_certain_is_a_zero_std_drop_after_k",
+             SAMPLING + "staged.py",
+             "agree = p if successes else 1.0 - p", "agree = p"),
+    Mutation("staged-rest-never-started", "R29",
+             "test_staged.py::test_r29_first_k_disagree_the_step_starts_the_rest_then_judges_the_whole_group",
+             SAMPLING + "step.py",
+             "return [Start(index, c.wave_of(index), prompt, staging.rest, self._spread_chance.get(index))]",
+             "return []"),
+    Mutation("staged-stop-not-a-zero-std-drop", "R29",
+             "test_staged.py::test_r29_the_step_decides_a_certain_agreement_as_the_seeds_zero_std_drop_after_k",
+             SAMPLING + "step.py",
+             "return self.complete(index, Verdict.ZERO_STD,", "return self.complete(index, Verdict.TECHNICAL,"),
+    Mutation("staged-skip-inverted", "R29",
+             "test_staged.py::test_r29_a_staged_group_starts_its_first_k_and_a_prompt_predicted_to_spread_starts_whole",
+             SAMPLING + "step.py",
+             "if q >= staging.skip_q:", "if q < staging.skip_q:"),
 )
 
 
@@ -291,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.whole_folder:
                     outcome, first, seconds = run_pytest(copy, folder(copy), args.timeout)
                 else:
-                    outcome, first, seconds = run_pytest(copy, [f"{TESTS}/test_rules.py::{mu.witness}"], args.timeout)
+                    outcome, first, seconds = run_pytest(copy, [mu.test_id], args.timeout)
                     if outcome == "pass":  # its own test missed it: does anything else in the folder notice?
                         outcome, other, more = run_pytest(copy, folder(copy), args.timeout)
                         first, seconds = f"not {mu.witness}" + (f"; only {other}" if other else ""), seconds + more

@@ -119,6 +119,9 @@ def test_r29_the_threshold_is_strict_and_bounds_the_chance():
     assert decide([1.0] * 4, logit=(logit_of(p), 0.0), threshold=chance + 1e-9) is Next.DROP
     assert decide([1.0] * 4, logit=(logit_of(p), 0.0), threshold=chance - 1e-9) is Next.REST
     assert decide([1.0] * 4, logit=SURE_PASS, threshold=0.0) is Next.REST  # threshold 0: staging never stops
+    # at p = 0.5 exactly the chance is 1 − 0.5⁴ = 0.9375, exact in binary: a threshold equal to it does not stop
+    assert after_first_stage([0.0] * 4, n=N, remaining=20, target=16, logit=(0.0, 0.0), threshold=0.9375) == \
+        (Next.REST, 0.9375)
 
 
 def test_r29_knobs_default_stage_size_is_half_and_bad_sizes_are_refused():
