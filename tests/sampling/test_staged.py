@@ -288,7 +288,7 @@ def supply_of(pass_rates, seed):
     return supply
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(worlds())
 def test_r29_every_group_the_trainer_sees_is_whole_and_every_early_stop_is_a_seed_zero_std_drop(world):
     target, wave, pass_rates, seed, order, adaptive = world
@@ -313,7 +313,7 @@ def test_r29_every_group_the_trainer_sees_is_whole_and_every_early_stop_is_a_see
     assert len(done.kept) == target  # the supply never runs dry: every step fills its batch
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(worlds())
 def test_r29_staging_that_never_stops_makes_the_seeds_decisions(world):
     """Threshold 0: every group runs whole (in two stages); when the wholes finish in the same order, the
