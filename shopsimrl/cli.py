@@ -22,12 +22,23 @@ _PARTS: tuple[str, ...] = (
 )
 
 
+# Commands whose module parses its own options: main(argv) -> exit code.  The dispatcher hands them the rest
+# of the command line untouched (``shopsimrl launch --print-defaults``), and lists them in --help.
+_SCRIPTS: dict[str, tuple[str, str]] = {
+    "measure": ("shopsimrl.rollout.measure", "success rate and group labels of the heuristic policy"),
+    "calibrate": ("shopsimrl.simulate.calibrate", "fit the simulated world to the release run: RELEASE_CSV OUT_JSON"),
+    "launch": ("shopsimrl.slime.launch", "the slime launcher: --print-defaults [--full-run] prints its knobs' defaults"),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopsimrl", description="ShopSimRL: dynamic sampling for GRPO on slime.")
     parser.add_argument("--version", action="version", version=f"shopsimrl {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in _PARTS:
         importlib.import_module(module_name).register(subparsers)
+    for name, (_module, summary) in _SCRIPTS.items():
+        subparsers.add_parser(name, help=summary, add_help=False)
     return parser
 
 
@@ -38,6 +49,14 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in _SCRIPTS:
+        module_name, _summary = _SCRIPTS[words[0]]
+        try:
+            return int(importlib.import_module(module_name).main(words[1:]) or 0)
+        except KeyboardInterrupt:
+            print(f"shopsimrl {words[0]}: interrupted", file=sys.stderr, flush=True)
+            return 130
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

@@ -18,15 +18,16 @@ import math
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT, DEFAULT_PRODUCTS
 from shopsimrl.env.defaults import DEFAULT_SEED as DEFAULT_CATALOG_SEED
-from shopsimrl.env.types import EnvError
+from shopsimrl.env.types import EnvClient, EnvError
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.sampling import KnobError, SamplingKnobs, TooManyTechnicalFailures
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, DEFAULT_WAVES, WAVE_MODES
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
 from shopsimrl.sampling.knobs import (
     DEFAULT_GLOBAL_BATCH_SIZE,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
@@ -34,8 +35,14 @@ from shopsimrl.sampling.knobs import (
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
     DEFAULT_ROLLOUT_BATCH_SIZE,
 )
-from shopsimrl.sampling.selector import DEFAULT_STRATEGY, STRATEGIES
+from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, STRATEGIES, WAVE_MODES, Strategy, WaveMode
 from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, SIBLINGS
+
+if TYPE_CHECKING:
+    from shopsimrl.env.http_client import HttpEnvClient
+    from shopsimrl.env.pool import EnvPool
+    from shopsimrl.rollout.outputs import RunPaths
+    from shopsimrl.rollout.run import RolloutConfig
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -107,10 +114,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                      help="live view on a terminal, plain log lines otherwise")
     sel = p.add_argument_group("prompt selection", "which prompts to start and how many (docs/efficient-sampling.md)")
-    sel.add_argument("--selection", choices=STRATEGIES, default=DEFAULT_STRATEGY,
+    sel.add_argument("--selection", type=Strategy, choices=list(Strategy), metavar="{" + ",".join(STRATEGIES) + "}",
+                     default=DEFAULT_STRATEGY,
                      help="seed: the faithful shuffled-epoch order; informative: skip prompts predicted to give "
                      "zero reward spread (re-checked, never lost)")
-    sel.add_argument("--waves", choices=WAVE_MODES, default=DEFAULT_WAVES,
+    sel.add_argument("--waves", type=WaveMode, choices=list(WaveMode), metavar="{" + ",".join(WAVE_MODES) + "}",
+                     default=DEFAULT_WAVE_MODE,
                      help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
                      "batch with informative groups plus --cushion, topped up after each completion")
     sel.add_argument("--cushion", type=float, default=DEFAULT_CUSHION,
@@ -231,9 +240,7 @@ def _read_prompt(path: Path) -> str:
 
 
 def check_options(args: argparse.Namespace) -> None:
-    checks = (
-        (args.steps >= 1, f"--steps must be >= 1, got {args.steps}"),
-        (args.episode_concurrency >= 1, f"--episode-concurrency must be >= 1, got {args.episode_concurrency}"),
+    checks = (  # --steps, --episode-concurrency and --cushion: RolloutConfig checks them (config_from_args)
         (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),
         (0.0 <= args.fault_rate <= 1.0, f"--fault-rate is a probability within [0, 1], got {args.fault_rate}"),
         (args.products >= 1, f"--products must be >= 1, got {args.products}"),
@@ -241,7 +248,6 @@ def check_options(args: argparse.Namespace) -> None:
          f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
         (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
          f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
-        (math.isfinite(args.cushion), f"--cushion is a finite number of groups, got {args.cushion}"),
         (args.stage_size is None or 1 <= args.stage_size < args.n_samples_per_prompt,
          f"--stage-size must be within [1, --n-samples-per-prompt) = [1, {args.n_samples_per_prompt}), "
          f"got {args.stage_size}"),
@@ -265,10 +271,21 @@ def check_options(args: argparse.Namespace) -> None:
         raise UsageError("--env-token-file: used only with --env URL")
 
 
+def config_from_args(args: argparse.Namespace, knobs: SamplingKnobs) -> RolloutConfig:
+    """The run's configuration (its own checks: steps, episode concurrency, cushion)."""
+    from shopsimrl.rollout.run import RolloutConfig, default_run_name
+
+    return RolloutConfig(knobs=knobs, steps=args.steps, seed=args.seed, out=args.out,
+                         name=args.name or default_run_name(), episode_concurrency=args.episode_concurrency,
+                         selection=args.selection, waves=args.waves, cushion=args.cushion, timeline=args.timeline,
+                         siblings=args.siblings, stage_size=args.stage_size)
+
+
 def handle(args: argparse.Namespace) -> int:
     """Validate everything cheap first (exit 2), then run."""
     try:
         knobs = knobs_from_args(args)
+        config = config_from_args(args, knobs)
         check_options(args)
         options = policy_options(args)
         token = None
@@ -288,7 +305,7 @@ def handle(args: argparse.Namespace) -> int:
     except (KnobError, ValueError, RuntimeError) as exc:  # knobs, options, run folder, W&B missing
         _stderr(f"shopsimrl rollout: refused: {exc}")
         return EXIT_REFUSED
-    return asyncio.run(_interruptible(args, knobs, options, token))
+    return asyncio.run(_interruptible(args, config, options, token))
 
 
 class _Interrupts:
@@ -301,7 +318,7 @@ class _Interrupts:
     def __init__(self, task: asyncio.Task[Any]) -> None:
         self.task = task
         self.signal: signal.Signals | None = None
-        self.env: Any = None
+        self.env: OpenedEnv | None = None
         self.step_events: Path | None = None  # the interrupted step's events.jsonl, for the message
         self._loop = asyncio.get_running_loop()
 
@@ -315,30 +332,31 @@ class _Interrupts:
             self._loop.remove_signal_handler(sig)
 
     def _fire(self, sig: signal.Signals) -> None:
-        hurry = getattr(self.env, "hurry", None)
+        servers = self.env.servers if self.env is not None else None
         if self.signal is None:
             self.signal = sig
-            if hurry is not None:
-                hurry(CLEANUP_SECONDS)
+            if servers is not None:
+                servers.hurry(CLEANUP_SECONDS)
             # one line at the end sums up the releases that failed (each trace keeps its release_error)
             logging.getLogger("shopsimrl.agent").setLevel(logging.ERROR)
             self.task.cancel(sig.name)
-        elif hurry is not None:
-            hurry(2.0)
+        elif servers is not None:
+            servers.hurry(2.0)
 
 
-async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any],
+async def _interruptible(args: argparse.Namespace, config: RolloutConfig, options: dict[str, Any],
                          token: str | None) -> int:
     task = asyncio.current_task()
     assert task is not None
     with _Interrupts(task) as interrupts:
         try:
-            return await _run(args, knobs, options, interrupts, token)
+            return await _run(args, config, options, interrupts, token)
         except asyncio.CancelledError:
             if interrupts.signal is None:
                 raise
             where = f"; partial step events in {interrupts.step_events}" if interrupts.step_events else ""
-            lost = int(getattr(interrupts.env, "unconfirmed_releases", 0))
+            servers = interrupts.env.servers if interrupts.env is not None else None
+            lost = servers.unconfirmed_releases if servers is not None else 0
             leases = (f"{lost} env leases could not be released (the env server did not answer; it reclaims "
                       f"them after its --lease-ttl)" if lost else "its env leases released")
             _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: the step was aborted and "
@@ -346,13 +364,34 @@ async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options
             return 128 + int(interrupts.signal)
 
 
-async def _open_env(args: argparse.Namespace, token: str | None = None) -> Any:
+@dataclass(frozen=True)
+class OpenedEnv:
+    """The env client and, when env servers serve it, the same client typed as what it is: health and slots
+    to check before the run, release retries to hurry after a signal (known from how it was made, not probed)."""
+
+    client: EnvClient
+    servers: HttpEnvClient | EnvPool | None  # None: the in-process env
+
+    @property
+    def several(self) -> bool:
+        """Several env servers behind one pool."""
+        from shopsimrl.env.pool import EnvPool
+
+        return isinstance(self.servers, EnvPool)
+
+
+class Refused(Exception):
+    """A stage refuses the run before any step (exit 2); the message says why."""
+
+
+async def _open_env(args: argparse.Namespace, token: str | None = None) -> OpenedEnv:
     """The env client: in-process ShopSim (catalog built on first use, then cached), an env server's URL,
     or an :class:`~shopsimrl.env.pool.EnvPool` over several."""
     if args.env != IN_PROCESS:
         from shopsimrl.env.pool import make_env_client
 
-        return make_env_client(args.env, token=token, timeout=args.env_timeout)
+        client = make_env_client(args.env, token=token, timeout=args.env_timeout)
+        return OpenedEnv(client, client)
     from shopsimrl.env import InProcessEnvClient, catalog_path, load_env
 
     if not catalog_path(args.products, args.catalog_seed).exists():
@@ -360,114 +399,144 @@ async def _open_env(args: argparse.Namespace, token: str | None = None) -> Any:
               f"cached for later runs", flush=True)
     # one env slot per concurrent episode, so a reset never waits for a slot
     env = await asyncio.to_thread(load_env, args.products, args.catalog_seed, slots=args.episode_concurrency)
-    return InProcessEnvClient(env, owns_env=True)
+    return OpenedEnv(InProcessEnvClient(env, owns_env=True), None)
 
 
-async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any],
-               interrupts: _Interrupts, token: str | None = None) -> int:
-    from rich.console import Console
-
+def _make_policy(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+    """Stage 1: the policy (refused: its options do not fit it)."""
     from shopsimrl.agent import make_policy
-    from shopsimrl.rollout.faults import FaultInjectingEnv
-    from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
-    from shopsimrl.rollout.run import RolloutConfig, default_run_name, run_rollout
-    from shopsimrl.rollout.runner import agent_runner
-    from shopsimrl.rollout.view import RolloutView
 
     try:
-        policy = make_policy(args.policy, **({**options, "learning": True} if args.learning else options))
+        return make_policy(args.policy, **({**options, "learning": True} if args.learning else options))
     except (TypeError, ValueError) as exc:
-        _stderr(f"shopsimrl rollout: refused: policy {args.policy}: {exc}")
-        return EXIT_REFUSED
-    name = args.name or default_run_name()
-    config = RolloutConfig(knobs=knobs, steps=args.steps, seed=args.seed, out=args.out, name=name,
-                           episode_concurrency=args.episode_concurrency, selection=args.selection,
-                           waves=args.waves, cushion=args.cushion, timeline=args.timeline,
-                           siblings=args.siblings, stage_size=args.stage_size)
+        raise Refused(f"policy {args.policy}: {exc}") from exc
+
+
+async def _fit_env_slots(env: OpenedEnv, args: argparse.Namespace, config: RolloutConfig) -> RolloutConfig:
+    """Stage 2: env server(s) reachable, the same shop, enough free slots; concurrency lowered to the free slots."""
+    from shopsimrl.env.pool import EnvPool
+
+    servers = env.servers
+    if servers is None:
+        return config
+    several = env.several
+    try:
+        health = await servers.healthz()
+        slots, free = int(health["slots"]), int(health.get("free_slots", health["slots"]))
+    except EnvError as exc:
+        raise Refused(str(exc) if several else f"the env server at {args.env} does not answer /healthz: {exc}") from exc
+    where = f"the {len(servers.status())} env servers" if isinstance(servers, EnvPool) else "the env server"
+    if free < 1:
+        raise Refused(f"all {slots} slots of {where} at {args.env} are leased by other clients: wait for them (an "
+                      f"abandoned lease is reclaimed after the server's --lease-ttl) or start a server with more --slots")
+    if config.episode_concurrency > free:
+        taken = f" ({slots - free} are leased by other clients)" if free < slots else ""
+        _stderr(f"shopsimrl rollout: {where} {'have' if several else 'has'} {free} free slots of {slots}{taken}: running at "
+                f"most {free} episodes at once instead of --episode-concurrency "
+                f"{config.episode_concurrency} (more would only wait for a slot and time out)")
+        config = dataclasses.replace(config, episode_concurrency=free)
+    return config
+
+
+async def _train_tasks(env: OpenedEnv, args: argparse.Namespace, knobs: SamplingKnobs) -> list[str]:
+    """Stage 3: the train split, large enough for a wave of distinct tasks."""
+    try:
+        task_ids = await env.client.list_tasks("train")
+    except EnvError as exc:  # e.g. a server that refuses our token (its /healthz is open)
+        raise Refused(f"the env server at {args.env} refuses to list tasks: [{exc.code}] {exc}") from exc
+    if len(task_ids) < knobs.over_sampling_batch_size:
+        raise Refused(f"the train split has {len(task_ids)} tasks but a wave submits "
+                      f"{knobs.over_sampling_batch_size} distinct ones: use a larger catalog (--products) or a "
+                      f"smaller --over-sampling-batch-size")
+    return list(task_ids)
+
+
+def _prepare_outputs(args: argparse.Namespace, name: str) -> RunPaths:
+    """Stage 4: the run folder, locked for this run."""
+    from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
+
+    try:
+        return prepare_run_dir(args.out, name, overwrite=args.overwrite)
+    except (RunDirError, OSError) as exc:
+        raise Refused(str(exc)) from exc
+
+
+async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: Any, task_ids: list[str],
+                     paths: RunPaths, interrupts: _Interrupts, policy: Any, logger: Any,
+                     extra: dict[str, Any]) -> int:
+    """Stage 5: the steps, under the live view; each way a run can stop becomes its exit code and message."""
+    from rich.console import Console
+
+    from shopsimrl.rollout.run import run_rollout
+    from shopsimrl.rollout.view import RolloutView
+
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
         console = Console(width=max(console.width, 150))
+    live = None if args.view == "auto" else args.view == "live"
+    console.print(f"shopsimrl rollout: run {config.name} -> {args.out / config.name}  ({len(task_ids)} train tasks, "
+                  f"policy {args.policy}, env {args.env})", markup=False, highlight=False)
+    with RolloutView(console, live=live) as view:
+        try:
+            result = await run_rollout(config, runner, task_ids, observer=view,
+                                       on_step=logger.log if logger else None, extra_config=extra,
+                                       paths=paths, learner=policy.learn if args.learning else None)
+        except TooManyTechnicalFailures as exc:
+            step_dir = Path(exc.trace_dir or paths.root)
+            _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
+                    f"triage: {step_dir / 'triage'}")
+            return EXIT_TOO_MANY_TECHNICAL_FAILURES
+        except asyncio.CancelledError:
+            interrupts.step_events = _last_step_events(paths.root)
+            raise
+        except OSError as exc:
+            step = _last_step_events(paths.root)
+            what = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "an output could not be written"
+            _stderr(f"shopsimrl rollout: stopped: {what} ({exc.strerror or exc}: {exc.filename or '?'}); "
+                    f"the step in {step.parent if step else paths.root} is incomplete (no metrics.json), "
+                    f"earlier steps are whole. Free space (or fix the folder) and run again.")
+            return EXIT_FAILED
+        view.summary(result.reports)
+    console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
+    return EXIT_OK
+
+
+async def _run(args: argparse.Namespace, config: RolloutConfig, options: dict[str, Any],
+               interrupts: _Interrupts, token: str | None = None) -> int:
+    """The run in named stages: policy, env and its slots, train tasks, run folder, tracking, steps."""
+    from shopsimrl.rollout.faults import FaultInjectingEnv
+    from shopsimrl.rollout.runner import agent_runner
+
+    try:
+        policy = _make_policy(args, options)
+    except Refused as exc:
+        _stderr(f"shopsimrl rollout: refused: {exc}")
+        return EXIT_REFUSED
     env = await _open_env(args, token)
     interrupts.env = env
     logger = None
     paths = None
     code = EXIT_FAILED
     try:
-        if hasattr(env, "healthz"):  # env server(s): reachable, the same shop, enough slots for our episodes?
-            several = hasattr(env, "status")
-            try:
-                health = await env.healthz()
-                slots, free = int(health["slots"]), int(health.get("free_slots", health["slots"]))
-            except EnvError as exc:
-                reason = str(exc) if several else f"the env server at {args.env} does not answer /healthz: {exc}"
-                _stderr(f"shopsimrl rollout: refused: {reason}")
-                return EXIT_REFUSED
-            where = f"the {len(env.status())} env servers" if several else "the env server"
-            if free < 1:
-                _stderr(f"shopsimrl rollout: refused: all {slots} slots of {where} at {args.env} are leased "
-                        f"by other clients: wait for them (an abandoned lease is reclaimed after the server's "
-                        f"--lease-ttl) or start a server with more --slots")
-                return EXIT_REFUSED
-            if config.episode_concurrency > free:
-                taken = f" ({slots - free} are leased by other clients)" if free < slots else ""
-                _stderr(f"shopsimrl rollout: {where} {'have' if several else 'has'} {free} free slots of {slots}{taken}: running at "
-                        f"most {free} episodes at once instead of --episode-concurrency "
-                        f"{config.episode_concurrency} (more would only wait for a slot and time out)")
-                config = dataclasses.replace(config, episode_concurrency=free)
         try:
-            task_ids = await env.list_tasks("train")
-        except EnvError as exc:  # e.g. a server that refuses our token (its /healthz is open)
-            _stderr(f"shopsimrl rollout: refused: the env server at {args.env} refuses to list tasks: "
-                    f"[{exc.code}] {exc}")
+            config = await _fit_env_slots(env, args, config)
+            task_ids = await _train_tasks(env, args, config.knobs)
+            paths = _prepare_outputs(args, config.name)
+        except Refused as exc:
+            _stderr(f"shopsimrl rollout: refused: {exc}")
             return EXIT_REFUSED
-        if len(task_ids) < knobs.over_sampling_batch_size:
-            _stderr(f"shopsimrl rollout: refused: the train split has {len(task_ids)} tasks but a wave submits "
-                      f"{knobs.over_sampling_batch_size} distinct ones: use a larger catalog (--products) or a "
-                      f"smaller --over-sampling-batch-size")
-            return EXIT_REFUSED
-        client = FaultInjectingEnv(env, args.fault_rate, seed=args.seed) if args.fault_rate > 0 else env
+        client = FaultInjectingEnv(env.client, args.fault_rate, seed=args.seed) if args.fault_rate > 0 else env.client
         runner = agent_runner(client, policy, max_turns=args.max_turns)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
                  "learning": args.learning}
-        try:
-            paths = prepare_run_dir(args.out, name, overwrite=args.overwrite)
-        except (RunDirError, OSError) as exc:
-            _stderr(f"shopsimrl rollout: refused: {exc}")
-            return EXIT_REFUSED
         if args.wandb:
             from shopsimrl.rollout.tracking import WandbLogger
 
-            logger = WandbLogger(project=args.wandb_project, name=name, group=args.wandb_group,
-                                 directory=args.wandb_dir or (args.out / name / "wandb"), mode=args.wandb_mode,
+            logger = WandbLogger(project=args.wandb_project, name=config.name, group=args.wandb_group,
+                                 directory=args.wandb_dir or (args.out / config.name / "wandb"), mode=args.wandb_mode,
                                  config={**config.knobs.as_dict(), **extra, "seed": args.seed})
-        live = None if args.view == "auto" else args.view == "live"
-        console.print(f"shopsimrl rollout: run {name} -> {args.out / name}  ({len(task_ids)} train tasks, "
-                      f"policy {args.policy}, env {args.env})", markup=False, highlight=False)
-        with RolloutView(console, live=live) as view:
-            try:
-                result = await run_rollout(config, runner, task_ids, observer=view,
-                                           on_step=logger.log if logger else None, extra_config=extra,
-                                           paths=paths, learner=policy.learn if args.learning else None)
-            except TooManyTechnicalFailures as exc:
-                step_dir = Path(exc.trace_dir or paths.root)
-                _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
-                        f"triage: {step_dir / 'triage'}")
-                code = EXIT_TOO_MANY_TECHNICAL_FAILURES
-                return code
-            except asyncio.CancelledError:
-                interrupts.step_events = _last_step_events(paths.root)
-                raise
-            except OSError as exc:
-                step = _last_step_events(paths.root)
-                what = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "an output could not be written"
-                _stderr(f"shopsimrl rollout: stopped: {what} ({exc.strerror or exc}: {exc.filename or '?'}); "
-                        f"the step in {step.parent if step else paths.root} is incomplete (no metrics.json), "
-                        f"earlier steps are whole. Free space (or fix the folder) and run again.")
-                return code
-            view.summary(result.reports)
-        console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
-        code = EXIT_OK
+        code = await _run_steps(args, config, runner, task_ids, paths, interrupts, policy, logger, extra)
         return code
     finally:
         if logger is not None:
@@ -475,7 +544,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
         aclose = getattr(policy, "aclose", None)
         if aclose is not None:
             await aclose()
-        await env.aclose()
+        await env.client.aclose()
         if paths is not None:
             paths.unlock()
 

@@ -1,7 +1,7 @@
 """Measuring a policy the way the dynamic-sampling filter will see it: groups of sibling episodes.
 
 Used to tune the heuristic, by its tests, and to produce the numbers in docs/agent.md
-(``python -m shopsimrl.rollout.measure``).  The groups run on the rollout's own group
+(``shopsimrl measure``).  The groups run on the rollout's own group
 runner (:func:`~shopsimrl.rollout.group.run_group`: the agent's episode loop, the
 global episode-slot limit, a runner failure turned into a technical sibling) and get
 the rollout's own label (:func:`~shopsimrl.rollout.group.classify`), so a measured
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -123,10 +124,12 @@ async def _main(args: argparse.Namespace) -> None:
     print(json.dumps(result.as_dict(), indent=2))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    """``shopsimrl measure [options]`` (``argv``: the options; default: the command line's)."""
     from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 
-    parser = argparse.ArgumentParser(description="Success rate and group labels of the heuristic policy.")
+    parser = argparse.ArgumentParser(prog="shopsimrl measure",
+                                     description="Success rate and group labels of the heuristic policy.")
     parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS)
     parser.add_argument("--catalog-seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--cache-dir", default=None)
@@ -135,8 +138,9 @@ def main() -> None:
     parser.add_argument("--siblings", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--options", default="", help='heuristic options as JSON, e.g. \'{"temperature": 0.8}\'')
-    asyncio.run(_main(parser.parse_args()))
+    asyncio.run(_main(parser.parse_args(argv)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

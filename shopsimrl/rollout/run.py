@@ -60,7 +60,7 @@ class RolloutConfig:
         object.__setattr__(self, "selection", Strategy.parse(self.selection))  # "seed" given as a string, too
         object.__setattr__(self, "waves", WaveMode.parse(self.waves))
         if not math.isfinite(self.cushion):
-            raise ValueError(f"cushion must be a finite number, got {self.cushion}")
+            raise ValueError(f"cushion (--cushion) must be a finite number of groups, got {self.cushion}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.episode_concurrency < 1:

@@ -213,16 +213,17 @@ def persistence_loss(stats: Persistence) -> float:
     return PERSISTENCE_WEIGHT * (short**2 + (stats.zero_comes_back - GRESO_ZERO_COMES_BACK) ** 2)
 
 
-def main() -> None:
-    """``python -m shopsimrl.simulate.calibrate RELEASE_CSV OUT_JSON``: the fit, every grid row, the best per eta_prompt."""
+def main(argv: list[str] | None = None) -> int:
+    """``shopsimrl calibrate RELEASE_CSV OUT_JSON``: the fit, every grid row, the best per eta_prompt."""
     import sys
 
     from shopsimrl.io import atomic_write_json
 
-    if len(sys.argv) != 3:
-        print("usage: python -m shopsimrl.simulate.calibrate RELEASE_STEPS_CSV OUT_JSON", file=sys.stderr)
-        raise SystemExit(2)
-    real = release_figures(sys.argv[1])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 2:
+        print("usage: shopsimrl calibrate RELEASE_STEPS_CSV OUT_JSON", file=sys.stderr)
+        return 2
+    real = release_figures(argv[0])
     params, rows = fit(real)
     per_eta = {str(eta): min((r for r in rows if r.params.eta_prompt == eta), key=lambda r: r.joint_loss).as_dict()
                for eta in FIT_GRID["eta_prompt"]}
@@ -232,9 +233,10 @@ def main() -> None:
                              "zero_comes_back": GRESO_ZERO_COMES_BACK},
            "best_by_release_only": best_release.as_dict(), "best_per_eta_prompt": per_eta,
            "rows": [r.as_dict() for r in sorted(rows, key=lambda r: r.joint_loss)]}
-    atomic_write_json(sys.argv[2], out)
+    atomic_write_json(argv[1], out)
     print(json.dumps({k: out[k] for k in ("chosen", "best_by_release_only", "best_per_eta_prompt")}, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
