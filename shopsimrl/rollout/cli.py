@@ -248,10 +248,6 @@ def check_options(args: argparse.Namespace) -> None:
          f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
         (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
          f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
-        (args.stage_size is None or 1 <= args.stage_size < args.n_samples_per_prompt,
-         f"--stage-size must be within [1, --n-samples-per-prompt) = [1, {args.n_samples_per_prompt}), "
-         f"got {args.stage_size}"),
-        (args.stage_size is None or args.siblings == "staged", "--stage-size is for --siblings staged"),
         (not args.learning or args.policy == "heuristic",
          "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
          "--policy heuristic"),

@@ -56,6 +56,8 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "siblings", Siblings.parse(self.siblings))
+        if self.stage_size is not None and self.siblings is not Siblings.STAGED:
+            raise ValueError(f"a stage size ({self.stage_size}) is for staged siblings (--siblings staged)")
         self.staging  # noqa: B018  (validates the stage size)
         object.__setattr__(self, "selection", Strategy.parse(self.selection))  # "seed" given as a string, too
         object.__setattr__(self, "waves", WaveMode.parse(self.waves))
