@@ -121,7 +121,7 @@ def simulate_run(
     estimates could still win with the same exploration).  ``explore_horizon_epochs`` defaults to the
     wave mode's (``horizon_for_waves``).  ``staging`` (staged siblings) or ``capacity`` (episodes in flight
     share the engine's throughput, :mod:`~shopsimrl.simulate.capacity`) run each step on the step-object shell
-    (:mod:`~shopsimrl.simulate.shell`); the default is the loop below.
+    (:mod:`~shopsimrl.simulate.shell`); by default ``_simulate_step`` times groups without sharing.
     """
     mode = WaveMode.parse(waves)
     if steps < 1:
