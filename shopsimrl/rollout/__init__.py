@@ -22,7 +22,7 @@ from shopsimrl.rollout.group import (
 )
 from shopsimrl.rollout.outputs import RunPaths, StepPaths
 from shopsimrl.rollout.report import StepReport, step_metrics
-from shopsimrl.rollout.run import RolloutConfig, RunResult, run_rollout
+from shopsimrl.rollout.run import RolloutConfig, RolloutResult, run_rollout
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -35,7 +35,7 @@ __all__ = [
     "RolloutConfig",
     "RunContext",
     "RunPaths",
-    "RunResult",
+    "RolloutResult",
     "StepDriver",
     "StepObserver",
     "StepPaths",

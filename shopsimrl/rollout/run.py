@@ -70,7 +70,9 @@ class RolloutConfig:
 
 
 @dataclass
-class RunResult:
+class RolloutResult:
+    """A finished run: its folder and each step's report (the simulator's own is ``simulate.engine.RunResult``)."""
+
     paths: RunPaths
     reports: list[StepReport]
 
@@ -85,7 +87,7 @@ async def run_rollout(
     extra_config: dict[str, object] | None = None,
     paths: RunPaths | None = None,
     learner: Callable[[list[str]], None] | None = None,
-) -> RunResult:
+) -> RolloutResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
     ``paths``: a run folder already prepared (and locked) by :func:`prepare_run_dir`, which the caller
@@ -137,4 +139,4 @@ async def run_rollout(
         reports.append(report)
         if on_step is not None:
             on_step(report)
-    return RunResult(paths, reports)
+    return RolloutResult(paths, reports)

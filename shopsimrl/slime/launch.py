@@ -42,6 +42,7 @@ from shopsimrl.sampling.knobs import (
     validate_update_knobs,
     validate_wave_knobs,
 )
+from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, STRATEGIES, WAVE_MODES, WaveMode, is_faithful
 from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, ROLLOUT_FUNCTION_PATH
 
 #: The hook paths, by slime flag.
@@ -119,8 +120,8 @@ class TrainConfig:
     max_consecutive_failed_groups: int = _knob(
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
-    selection: str = _knob("SELECTION", "seed", "seed: slime's own data order; informative: the PromptSelector data source")
-    waves: str = _knob("WAVES", "fixed", "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
+    selection: str = _knob("SELECTION", DEFAULT_STRATEGY.value, "seed: slime's own data order; informative: the PromptSelector data source")
+    waves: str = _knob("WAVES", DEFAULT_WAVE_MODE.value, "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
     # episodes
     env_url: str = _knob("SHOPSIM_ENV_URL", DEFAULT_URL,
                          "the ShopSim env server, or several as a comma list (same catalog on each)")
@@ -217,9 +218,9 @@ class TrainConfig:
             problems.append(f"SHOPSIM_MAX_TURNS (turns per episode) must be >= 1, got {self.max_turns}")
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
-        if self.selection not in ("seed", "informative"):
+        if self.selection not in STRATEGIES:
             problems.append(f"SELECTION must be seed or informative, got {self.selection!r}")
-        if self.waves not in ("fixed", "adaptive"):
+        if self.waves not in WAVE_MODES:
             problems.append(f"WAVES must be fixed or adaptive, got {self.waves!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             problems.append(f"WANDB_MODE must be online, offline or disabled, got {self.wandb_mode!r}")
@@ -230,7 +231,7 @@ class TrainConfig:
     @property
     def _selector_data_source(self) -> bool:
         """Prompt selection, or adaptive waves (sized from the selector's predictions), need our data source."""
-        return self.selection == "informative" or self.waves == "adaptive"
+        return not is_faithful(self.selection, self.waves)
 
     @property
     def custom_config_path(self) -> Path:
@@ -283,7 +284,7 @@ class TrainConfig:
             args += [flag, path]
         if self._selector_data_source:  # docs/efficient-sampling.md
             args += ["--data-source-path", DATA_SOURCE_PATH]
-        if self.waves == "adaptive":
+        if WaveMode.parse(self.waves) is WaveMode.ADAPTIVE:
             args += ["--rollout-function-path", ROLLOUT_FUNCTION_PATH]
         args += ["--custom-config-path", str(self.custom_config_path)]
         args += [

@@ -11,7 +11,7 @@ from typing import Any
 from shopsimrl.io import read_jsonl
 from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSpec
-from shopsimrl.rollout.run import RunResult
+from shopsimrl.rollout.run import RolloutResult
 from shopsimrl.rollout.synthetic import synthetic_runner, unit_hash
 from shopsimrl.sampling import SamplingKnobs, replay
 
@@ -33,7 +33,7 @@ def run_synthetic(
     tasks: int = 200,
     concurrency: int = 64,
     seed: int = 0,
-) -> RunResult:
+) -> RolloutResult:
     config = RolloutConfig(knobs=knobs, steps=steps, seed=seed, out=tmp_path, name="run",
                            episode_concurrency=concurrency)
     runner = runner or synthetic_runner(delay=jittered())
