@@ -43,7 +43,7 @@ DEFAULT_STAGE_THRESHOLD = 0.3
 #: Start a group whole when its predicted chance of spread ``q`` is at least this (staging skipped).
 DEFAULT_STAGE_SKIP_Q = 0.5
 #: Gauss-Hermite nodes for the posterior averages: the likelihood ``p^K`` weighs the tails, 9 nodes are too few.
-POSTERIOR_NODES = 48
+POSTERIOR_NODES = 64
 
 
 class Siblings(_Choice):
