@@ -17,6 +17,7 @@ import heapq
 import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from shopsimrl.sampling.controller import GroupDecision
@@ -150,11 +151,12 @@ def replay(
     events: list[ReplayEvent] = []
     wave_times: list[float] = []
     now = 0.0
+    new_event = partial(tuple.__new__, ReplayEvent)  # ReplayEvent(now, decision), built in C: once per decision
 
     def act(actions: list[Any]) -> None:
         for action in actions:
             if type(action) is GroupDecision:
-                events.append(ReplayEvent(now, action))
+                events.append(new_event((now, action)))
             elif type(action) is Start:
                 index = action.index
                 heapq.heappush(pending, (now + supply[index][1], index))
@@ -176,7 +178,7 @@ def replay(
             else:
                 actions = step.complete(index, supply[index][0])
                 if len(actions) == 1:  # the common case: one decision, nothing to start
-                    events.append(ReplayEvent(now, actions[0]))  # type: ignore[arg-type]
+                    events.append(new_event((now, actions[0])))
                 else:
                     act(actions)
     except _Short as short:

@@ -36,6 +36,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
 from shopsimrl.sampling.adaptive import AdaptiveWaves
@@ -54,6 +57,10 @@ class Start(NamedTuple):
     prompt: Any  # what the source handed out: a prompt id (slime's rollout function: a group of samples)
     siblings: range  # which of the group's n siblings to start now
     spread_chance: float | None  # adaptive waves: the predicted chance that the group has reward spread
+
+
+_new_start = partial(tuple.__new__, Start)
+_index_of, _prompt_of = itemgetter(0), itemgetter(2)
 
 
 class AbortRest(NamedTuple):
@@ -94,12 +101,17 @@ Action = GroupDecision | Start | AbortRest
 class WaveSizer(Protocol):
     """How many groups to open now, on which prompts (the controller's bookkeeping included)."""
 
+    #: Asked after every completion (adaptive refills); otherwise only when the controller needs a wave.
+    after_every_completion: bool
+
     def open(self, controller: WaveController, source: PromptSource,
              spread_chance: dict[int, float]) -> list[Start]: ...
 
 
 class FixedWaves:
     """slime's inner loop: whole waves of ``over_sampling_batch_size`` while ``remaining < target``."""
+
+    after_every_completion = False
 
     def __init__(self, n_samples_per_prompt: int) -> None:
         self.siblings = range(n_samples_per_prompt)
@@ -110,13 +122,16 @@ class FixedWaves:
             return []
         new = controller.submit()
         wave = controller.waves  # one wave: it adds over_sampling_batch_size >= target to remaining
-        return [Start(index, wave, prompt, self.siblings, None)
-                for index, prompt in zip(new, source.next_prompts(len(new)))]
+        # Start(index, wave, prompt, siblings, None) per group, built in C: a wave can be a million groups (replay)
+        return list(map(_new_start, zip(new, repeat(wave), source.next_prompts(len(new)), repeat(self.siblings),
+                                         repeat(None))))
 
 
 class AdaptiveRefills:
     """Adaptive waves: the refill rule of :class:`~shopsimrl.sampling.adaptive.AdaptiveWaves`, each prompt
     chosen (with its predicted chance of spread) as it is added."""
+
+    after_every_completion = True
 
     def __init__(self, rule: AdaptiveWaves, n_samples_per_prompt: int) -> None:
         self.rule = rule
@@ -166,7 +181,8 @@ class RolloutStep:
         self.stage_counts = {"staged": 0, "whole": 0, "rest_started": 0, "stopped_early": 0, "episodes_saved": 0}
         self.prompts: dict[int, Hashable] = {}  # submission index -> prompt
         self._spread_chance: dict[int, float] = {}  # adaptive: each group's predicted chance of spread
-        self._feedback: list[tuple[Hashable, Decision, Sequence[float] | None]] = []  # told at close()
+        self._feedback: list[tuple[int, Decision, Sequence[float] | None]] = []  # (index, ...): told at close()
+        self._ask_sizer_always = sizer.after_every_completion
         self._done: StepDone | None = None
 
     # -- state -----------------------------------------------------------------------------------
@@ -198,9 +214,12 @@ class RolloutStep:
         except TooManyTechnicalFailures as exc:
             self._hold(exc.decisions, {index: rewards})
             raise
-        self._feedback.append((self.prompts[index], decision.decision, rewards))
-        if controller.done:
+        self._feedback.append((index, decision.decision, rewards))
+        state = controller.state
+        if state is State.DONE:
             return [decision, self.stop()]
+        if state is not State.NEEDS_WAVE and not self._ask_sizer_always:  # the hot path: nothing to start
+            return [decision]
         starts = self._open()
         return [decision, *starts] if starts else [decision]
 
@@ -260,8 +279,8 @@ class RolloutStep:
         source, prompts = self.source, self.prompts
         for index in aborted:
             source.release(prompts[index])
-        for prompt, decision, rewards in self._feedback:
-            source.settle(prompt, rewards, surplus=decision is Decision.SURPLUS)
+        for index, decision, rewards in self._feedback:
+            source.settle(prompts[index], rewards, surplus=decision is Decision.SURPLUS)
         self._feedback.clear()
         self._done = StepDone(
             kept=list(c.kept), fallback=list(c.fallback),
@@ -274,9 +293,9 @@ class RolloutStep:
     # -- internals -------------------------------------------------------------------------------
     def _hold(self, decisions: Iterable[GroupDecision], rewards: dict[int, Sequence[float] | None]) -> None:
         """Keep each decided group's result for the prompt source, told at ``close()``."""
-        feedback, prompts = self._feedback, self.prompts
+        feedback = self._feedback
         for d in decisions:
-            feedback.append((prompts[d.index], d.decision, rewards[d.index]))
+            feedback.append((d.index, d.decision, rewards[d.index]))
 
     def _next(self) -> list[Start] | list[AbortRest]:
         if self.controller.done:
@@ -286,9 +305,7 @@ class RolloutStep:
     def _open(self) -> list[Start]:
         starts = self.sizer.open(self.controller, self.source, self._spread_chance)
         if starts:
-            prompts = self.prompts
-            for s in starts:
-                prompts[s.index] = s.prompt
+            self.prompts.update(zip(map(_index_of, starts), map(_prompt_of, starts)))
         if self.staging is not None:
             starts = [self._stage(s) for s in starts]
         return starts
