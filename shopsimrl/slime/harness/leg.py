@@ -57,6 +57,7 @@ class Recorder:
         self.trained: dict[int, dict[str, Any]] = {}
         self.filtered: dict[int, list[list[Any]]] = {}  # rollout id -> [[batch, group_index, task, verdict], ...]
         self.handed_out: dict[int, list[list[Any]]] = {}  # rollout id -> [[group_index, task], ...] (our data source)
+        self.events: dict[int, list[list[Any]]] = {}  # rollout id -> ["hand", gi] / ["filter", batch, gi, verdict], in order
         self.recorded: dict[int, int] = {}  # rollout id -> groups the selector recorded (or released)
         self.in_flight_after: dict[int, int] = {}
         self.logged: list[dict[str, Any]] = []
@@ -90,6 +91,7 @@ class Recorder:
             "trained": {str(k): v for k, v in self.trained.items()},
             "filtered": {str(k): v for k, v in self.filtered.items()},
             "handed_out": {str(k): v for k, v in self.handed_out.items()},
+            "events": {str(k): v for k, v in self.events.items()},
             "recorded": {str(k): v for k, v in self.recorded.items()},
             "in_flight_after": {str(k): v for k, v in self.in_flight_after.items()},
             "logged": self.logged,
@@ -117,8 +119,9 @@ def _observe(recorder: Recorder) -> None:
     def observed_filter(args: Any, group: Any, **kwargs: Any) -> Any:
         samples = list(iter_samples(group))
         verdict = group_verdict(group, reward_key(args))
-        recorder.filtered.setdefault(recorder.rollout_id(), []).append(
-            [recorder.batch(), samples[0].group_index, _task(samples[0]), verdict.value])
+        rid, batch = recorder.rollout_id(), recorder.batch()
+        recorder.filtered.setdefault(rid, []).append([batch, samples[0].group_index, _task(samples[0]), verdict.value])
+        recorder.events.setdefault(rid, []).append(["filter", batch, samples[0].group_index, verdict.value])
         return real_filter(args, group, **kwargs)
 
     runtime.fully_scored_group_filter = observed_filter
@@ -127,8 +130,9 @@ def _observe(recorder: Recorder) -> None:
 
     def observed_get(self: Any, num_samples: int) -> Any:
         groups = real_get(self, num_samples)
-        recorder.handed_out.setdefault(recorder.rollout_id(), []).extend(
-            [group[0].group_index, _task(group[0])] for group in groups)
+        rid = recorder.rollout_id()
+        recorder.handed_out.setdefault(rid, []).extend([group[0].group_index, _task(group[0])] for group in groups)
+        recorder.events.setdefault(rid, []).extend(["hand", group[0].group_index] for group in groups)
         return groups
 
     SelectorDataSource.get_samples = observed_get
@@ -219,12 +223,13 @@ def run(spec: dict[str, Any]) -> int:
             "--sglang-router-ip", "127.0.0.1", "--sglang-router-port", str(sglang.port),
             *spec.get("extra", []),
         ]
-        argv = config.train_args(extra)
-        namespace = runpy.run_path(str(Path(spec["slime_src"]) / "train.py"), run_name="slime_train")
-        _observe(recorder)
-        _capture_manager()
-        sys.argv = ["train.py", *argv]
+        argv: list[str] = []
         try:
+            argv = config.train_args(extra)
+            namespace = runpy.run_path(str(Path(spec["slime_src"]) / "train.py"), run_name="slime_train")
+            _observe(recorder)
+            _capture_manager()
+            sys.argv = ["train.py", *argv]
             args = namespace["parse_args"]()
             recorder.args = {k: _jsonable(v) for k, v in vars(args).items() if k.startswith(("shopsim_", "partial_rollout", "rollout_batch", "n_samples", "over_sampling", "eval_interval", "start_rollout_id", "num_rollout", "data_source_path", "rollout_function_path"))}
             namespace["train"](args)
