@@ -199,6 +199,16 @@ def _capture_manager() -> None:
     actor_class._cls = Captured
 
 
+def launcher_argv(config: Any, sglang_port: int, extra: list[str]) -> list[str]:
+    """``shopsimrl train``'s argv and custom config, with the scripted SGLang as slime's external engine and router."""
+    config.write_custom_config()
+    return config.train_args([
+        "--rollout-external-engine-addrs", f"127.0.0.1:{sglang_port}",
+        "--sglang-router-ip", "127.0.0.1", "--sglang-router-port", str(sglang_port),
+        *extra,
+    ])
+
+
 def run(spec: dict[str, Any]) -> int:
     from shopsimrl.slime.harness import stand_ins
 
@@ -217,15 +227,9 @@ def run(spec: dict[str, Any]) -> int:
     config = TrainConfig.from_env(spec["env"])
     # a colocated engine runs with SGLang's memory saver (slime offloads it while training): slime checks that
     with serving(ScriptedSGLang(server_info={"enable_memory_saver": config.colocate})) as sglang:
-        config.write_custom_config()
-        extra = [
-            "--rollout-external-engine-addrs", f"127.0.0.1:{sglang.port}",
-            "--sglang-router-ip", "127.0.0.1", "--sglang-router-port", str(sglang.port),
-            *spec.get("extra", []),
-        ]
         argv: list[str] = []
         try:
-            argv = config.train_args(extra)
+            argv = launcher_argv(config, sglang.port, spec.get("extra", []))
             namespace = runpy.run_path(str(Path(spec["slime_src"]) / "train.py"), run_name="slime_train")
             _observe(recorder)
             _capture_manager()

@@ -6,7 +6,8 @@ to a pre-launched engine behind a router:
 - ``GET /server_info``: the engine's arguments slime checks against its own
   (``_init_external``); ``POST /workers``: the engine registering with the router;
   ``GET /workers``: the router's worker list, read by ``abort()``;
-- ``POST /generate``: "decodes" for ``delay`` seconds (None: until aborted), then answers
+- ``POST /generate``: "decodes" for ``delay`` seconds (None: until aborted; a callable: chosen
+  per request), then answers
   ``reply(body)`` as token ids with logprobs (``meta_info.output_token_logprobs``), or
   ``finish_reason: abort`` if an abort reached it first;
 - ``POST /abort_request {"abort_all": true}``: aborts every request running then;
@@ -35,7 +36,8 @@ END = "<|im_end|>"
 
 class ScriptedSGLang:
     def __init__(self, tokenizer: Any = None, reply: Callable[[dict[str, Any]], Reply] | None = None,
-                 delay: float | None = 0.0, server_info: dict[str, Any] | None = None) -> None:
+                 delay: float | None | Callable[[dict[str, Any]], float | None] = 0.0,
+                 server_info: dict[str, Any] | None = None) -> None:
         from fastapi import FastAPI
 
         self.tokenizer = tokenizer
@@ -86,7 +88,8 @@ class ScriptedSGLang:
         aborted = asyncio.get_running_loop().create_future()
         self._running.add(aborted)
         try:
-            await asyncio.wait_for(asyncio.shield(aborted), timeout=self.delay)
+            delay = self.delay(body) if callable(self.delay) else self.delay
+            await asyncio.wait_for(asyncio.shield(aborted), timeout=delay)
         except asyncio.TimeoutError:
             pass
         finally:

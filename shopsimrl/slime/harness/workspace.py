@@ -26,24 +26,33 @@ def write_prompts(path: Path, ids: list[str]) -> Path:
     return path
 
 
-def write_checkpoint_dir(path: Path, words: list[str] | None = None) -> Path:
-    """A tokenizer (word-level, Qwen's special tokens, a chat template) and a small Qwen2 config."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def write_checkpoint_dir(path: Path, corpus: list[str] | None = None) -> Path:
+    """A byte-level BPE tokenizer (Qwen's special tokens and tool tags, a chat template) and a small Qwen2 config.
+
+    Byte-level, so every text round-trips through encode/decode, as the generate hook needs.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
-    vocab = {token: i for i, token in enumerate([*SPECIAL, "[UNK]", *(words or [])])}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(
+        list(corpus or ["search for red hiking boots", '{"name": "search", "arguments": {"query": "boots"}}']),
+        trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                            show_progress=False),
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                        unk_token="[UNK]")
+                                        additional_special_tokens=SPECIAL[1:])
+    tokenizer.add_tokens(["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"])
     tokenizer.chat_template = (
         "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
         "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
     )
     tokenizer.save_pretrained(path)
     atomic_write_json(path / "config.json", {
-        "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": max(len(vocab), 8),
+        "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": len(tokenizer),
         "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "rope_theta": ROPE_THETA, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
     })
