@@ -15,7 +15,8 @@ over our launcher's argv, as in the loop legs; the hook is ours, unchanged
    sample is slime's ABORTED and unrewarded, no env lease is held.
 
 After each phase, no task of ours may be left on slime's loop (a loop closed then would
-destroy it pending).
+destroy it pending); in phase 1 the abort watch polls once a minute, so a poller that
+outlived the episodes is still there to be seen.
 """
 
 from __future__ import annotations
@@ -101,7 +102,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             counter["group"] += 1
             return samples
 
-        # 1. whole episodes
+        # 1. whole episodes, the abort watch polling slowly: a poller outliving the episodes is then still there to
+        # be seen (with the default 5 ms poll it would end on its own a few ms later, too soon to catch reliably)
+        from shopsimrl.slime.abort import POLL_SECONDS
+        from shopsimrl.slime.state import hook_state
+
+        hook_state().abort_poll_seconds = 60.0
         started = time.perf_counter()
         done = slime_run(slime_rollout.generate_and_rm_group(args, group(tasks[0]), sampling_params=state.sampling_params.copy()))
         result["whole_seconds"] = time.perf_counter() - started
@@ -126,6 +132,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         async def submit_then_abort() -> dict[str, Any]:
             import asyncio
 
+            hook_state().abort_watch(args).poll_seconds = POLL_SECONDS  # slime's abort with the real poll
             state.submit_generate_tasks(groups)
             deadline = time.monotonic() + 60
             while server.running < running:
