@@ -137,16 +137,29 @@ def _observe(recorder: Recorder) -> None:
 
     SelectorDataSource.get_samples = observed_get
 
+    # a completed group is recorded (scored) or released (technical) by the all-samples hook; the prompts it
+    # then releases with release_in_flight() were aborted, not completed, and are not counted
+    sweeping = {"on": False}
     for name in ("record", "release"):
         real = getattr(PromptSelector, name)
 
         def counted(self: Any, prompt_id: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
-            if prompt_id in self.in_flight:
+            if prompt_id in self.in_flight and not sweeping["on"]:
                 rid = recorder.rollout_id()
                 recorder.recorded[rid] = recorder.recorded.get(rid, 0) + 1
             return _real(self, prompt_id, *args, **kwargs)
 
         setattr(PromptSelector, name, counted)
+    real_sweep = PromptSelector.release_in_flight
+
+    def sweep(self: Any) -> Any:
+        sweeping["on"] = True
+        try:
+            return real_sweep(self)
+        finally:
+            sweeping["on"] = False
+
+    PromptSelector.release_in_flight = sweep
 
     def on_train(rollout_id: int, data: dict[str, Any]) -> None:
         parts = data["parts"]
