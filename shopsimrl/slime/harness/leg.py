@@ -176,7 +176,7 @@ def _observe(recorder: Recorder) -> None:
         if selector is not None:
             recorder.in_flight_after[rollout_id] = len(selector.in_flight)
 
-    stand_ins.TRAIN_OBSERVERS.append(on_train)
+    stand_ins.ACTOR.observers.append(on_train)
 
     from slime.observability import logging_utils
 
@@ -189,6 +189,7 @@ def _observe(recorder: Recorder) -> None:
     logging_utils.log = observed_log
 
 
+#: The RolloutManager slime built (one per leg process; slime builds it, so it is caught at construction).
 _MANAGER: list[Any] = []
 
 
@@ -227,7 +228,7 @@ def run(spec: dict[str, Any]) -> int:
 
     stand_ins.install(spec["slime_src"], Path(spec["out"]).parent / "stand_ins")
     os.environ.update({k: str(v) for k, v in spec.get("os_env", {}).items()})
-    stand_ins.CRASH_AT["rollout_id"] = spec.get("crash_at")
+    stand_ins.ACTOR.crash_at = spec.get("crash_at")
 
     from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
     from shopsimrl.slime.launch import TrainConfig

@@ -35,10 +35,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Set by the harness: called with (rollout_id, train_data) for every step slime trains.
-TRAIN_OBSERVERS: list[Callable[[int, dict[str, Any]], None]] = []
-#: Set by the harness: raise from the actor's train at this rollout id (a crash mid-run).
-CRASH_AT: dict[str, int | None] = {"rollout_id": None}
+
+@dataclass
+class ActorControl:
+    """What the leg tells the training actor, which slime builds itself (``ray.remote(actor_cls)``), so it can
+    only be reached through module state: one object, in the leg's child process only.
+
+    ``observers`` are called with (rollout_id, train data) for every step slime trains;
+    ``crash_at``: the rollout id whose ``train`` raises :class:`HarnessCrash` (a node lost mid-run).
+    """
+
+    observers: list[Callable[[int, dict[str, Any]], None]] = field(default_factory=list)
+    crash_at: int | None = None
+
+
+ACTOR = ActorControl()
 
 
 class HarnessCrash(RuntimeError):
@@ -371,7 +382,7 @@ class TrainingActor:
 
     ``init`` returns the rollout id to start from: one past the checkpoint in ``--load``
     (``latest_checkpointed_iteration.txt``, as Megatron's checkpointing writes it), 0 with none.
-    ``train`` hands the step's train data to :data:`TRAIN_OBSERVERS`; ``save_model`` writes the
+    ``train`` hands the step's train data to :data:`ACTOR`'s observers; ``save_model`` writes the
     checkpoint marker.
     """
 
@@ -403,12 +414,12 @@ class TrainingActor:
     def train(self, rollout_id: int, rollout_data_ref: Any, external_data: Any = None) -> None:
         import ray
 
-        if CRASH_AT["rollout_id"] == rollout_id:
+        if ACTOR.crash_at == rollout_id:
             raise HarnessCrash(f"training actor lost at rollout {rollout_id} (injected)")
         if self.rank != 0:
             return
         parts = [ray.get(box.inner) for box in rollout_data_ref]
-        for observe in TRAIN_OBSERVERS:
+        for observe in ACTOR.observers:
             observe(rollout_id, {"parts": parts})
 
     def save_model(self, rollout_id: int, force_sync: bool = False) -> None:

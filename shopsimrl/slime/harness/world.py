@@ -48,6 +48,8 @@ class Episodes:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
+#: slime loads :func:`generate` by dotted path and calls it as a plain function: what it generated can only be
+#: kept in module state (one object, in the leg's child process), which the leg reads at the end.
 EPISODES = Episodes()
 
 
