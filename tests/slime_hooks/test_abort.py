@@ -237,3 +237,18 @@ def test_outside_slime_nothing_aborts_and_inside_the_flag_is_slimes(monkeypatch)
     assert flag() is True
     module.GenerateState(args).reset()  # slime's reset() at the end of the step
     assert flag() is False
+
+
+def test_no_task_of_the_watch_outlives_the_last_episode():
+    """The poller ends with the last episode: a loop closed right after has nothing pending to destroy."""
+    loop = asyncio.new_event_loop()
+    watch = AbortWatch(lambda: False, poll_seconds=3600.0)
+
+    async def episodes() -> list[asyncio.Task]:
+        await asyncio.gather(watch.run(asyncio.sleep(0.01)), watch.run(asyncio.sleep(0.02)))
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    try:
+        assert loop.run_until_complete(episodes()) == []
+    finally:
+        loop.close()
