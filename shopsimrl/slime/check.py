@@ -98,6 +98,7 @@ def _check(src: Path, root: Path, args: argparse.Namespace) -> int:
     verdict("surface", problems, "slime's functions and classes are where ShopSim calls them")
 
     settings = LoopSettings.full_size() if args.full_size else LoopSettings()
+    prepare(root / "loop", settings)  # once, before the configurations run in threads
     figures: dict[str, dict[str, float]] = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         from shopsimrl.slime.harness.loop import run_configuration

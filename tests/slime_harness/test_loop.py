@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from shopsimrl.slime.harness.loop import CONFIGURATIONS, LoopSettings, run_configuration
+from shopsimrl.slime.harness.loop import CONFIGURATIONS, LoopSettings, prepare, run_configuration
 
 CHECKS = ("loop", "batch", "distinct", "replay", "selector", "metrics", "resume")
 
@@ -31,6 +31,7 @@ CHOSEN = tuple(c for c in CONFIGURATIONS
 def loop_runs(slime_src, tmp_path_factory):
     """The configurations, two at a time (the legs are separate processes)."""
     root = tmp_path_factory.mktemp("slime-loop")
+    prepare(root, LoopSettings())  # once, before the configurations run in threads
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {config: pool.submit(run_configuration, slime_src, root, *config, LoopSettings())

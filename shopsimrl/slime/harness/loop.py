@@ -84,12 +84,16 @@ class ConfigurationResult:
 
 
 def prepare(root: Path, settings: LoopSettings) -> dict[str, Path]:
-    """The prompt file, the eval file and the checkpoint directory, shared by every leg."""
+    """The prompt file, the eval file and the checkpoint directory, shared by every leg.
+
+    Call it once before running configurations in threads (they then find the files); the
+    prompt file is written last, so its presence means the rest is there.
+    """
     paths = {"train": root / "data" / "train.jsonl", "eval": root / "data" / "eval.jsonl", "hf": root / "hf"}
     if not paths["train"].exists():
-        workspace.write_prompts(paths["train"], workspace.task_ids(settings.tasks))
-        workspace.write_prompts(paths["eval"], workspace.task_ids(settings.eval_tasks, "eval"))
         workspace.write_checkpoint_dir(paths["hf"])
+        workspace.write_prompts(paths["eval"], workspace.task_ids(settings.eval_tasks, "eval"))
+        workspace.write_prompts(paths["train"], workspace.task_ids(settings.tasks))
     return paths
 
 

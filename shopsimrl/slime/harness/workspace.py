@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from shopsimrl.io import atomic_write_json
+from shopsimrl.io import atomic_write_json, atomic_write_jsonl
 
 #: The HF config the checkpoint directory declares (slime's parser reads it and compares rope_theta).
 ROPE_THETA = 1000000.0
@@ -21,9 +20,7 @@ def task_ids(count: int, prefix: str = "task") -> list[str]:
 
 def write_prompts(path: Path, ids: list[str]) -> Path:
     """JSONL as ``shopsimrl data export`` writes it: the task id as the prompt and in the metadata."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"prompt": t, "metadata": {"task_id": t}}) + "\n" for t in ids), encoding="utf-8")
-    return path
+    return atomic_write_jsonl(path, ({"prompt": t, "metadata": {"task_id": t}} for t in ids))
 
 
 def write_checkpoint_dir(path: Path, corpus: list[str] | None = None) -> Path:
