@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 EXIT_CRASHED = 3
+#: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths
+RECORDED_ARGS = ("shopsim_", "partial_rollout", "rollout_batch", "n_samples", "over_sampling", "eval_interval",
+                 "start_rollout_id", "num_rollout", "data_source_path", "rollout_function_path", "eval_function_path")
 
 
 def _jsonable(value: Any) -> Any:
@@ -249,7 +252,7 @@ def run(spec: dict[str, Any]) -> int:
             _capture_manager()
             sys.argv = ["train.py", *argv]
             args = namespace["parse_args"]()
-            recorder.args = {k: _jsonable(v) for k, v in vars(args).items() if k.startswith(("shopsim_", "partial_rollout", "rollout_batch", "n_samples", "over_sampling", "eval_interval", "start_rollout_id", "num_rollout", "data_source_path", "rollout_function_path"))}
+            recorder.args = {k: _jsonable(v) for k, v in vars(args).items() if k.startswith(RECORDED_ARGS)}
             namespace["train"](args)
             status = 0
         except stand_ins.HarnessCrash as exc:
