@@ -4,8 +4,8 @@ Each configuration runs three legs in child processes (uninterrupted, crashed by
 training actor at step 45, resumed through slime's own ``load``), 80 steps with an eval
 every 10 (``shopsimrl.slime.harness.loop``).  Each check is its own test, so a failure
 names the configuration and the check.  Defects these caught before their fixes:
-``informative-fixed`` loop/selector/resume (the selector was never fed: slime passes its
-bound ``get_samples``; the run died at step ~71 with every prompt in flight) and every
+``informative-fixed`` selector/metrics/resume (the selector was never fed: slime passes its
+bound ``get_samples``, so every prompt it handed out stayed in flight) and every
 configuration's ``metrics`` (the eval keys never reached slime's log).
 """
 
