@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test faults mutate e2e bench clean
+.PHONY: venv demo test faults mutate e2e bench slime-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,10 +20,17 @@ demo: $(STAMP)
 	$(VENV)/bin/shopsimrl rollout --steps 3 --name demo --overwrite
 
 ## make test: ruff (lint and import order, rules in pyproject.toml), then the whole test suite but the fault matrix
-## (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too
+## (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too;
+## the slime harness (tests/slime_harness) runs when SLIME_SRC names a slime checkout, else one line says it did not
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q --ignore=tests/faults
+
+## make slime-check: does this release fit the slime checkout at SLIME_SRC? slime's real train loop, rollout and
+## abort with our hooks, on a CPU (torch, Ray, Megatron and SGLang's servers stood in for); a verdict per check
+slime-check: $(STAMP)
+	@test -n "$(SLIME_SRC)" || { echo "make slime-check: set SLIME_SRC to a slime checkout (holds slime/ and train.py)"; exit 2; }
+	$(VENV)/bin/shopsimrl slime check --slime-src "$(SLIME_SRC)"
 
 ## make faults: the fault matrix (env server killed, stalled, restarted; signals; full disk; ...)
 faults: $(STAMP)

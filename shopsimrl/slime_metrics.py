@@ -14,7 +14,9 @@ slime calls, once per rollout step and in this order (``slime/rollout/sglang_rol
    tells slime to go on with its default logging of the same dict, so W&B (or whatever
    slime logs to) receives our keys with slime's; this module never calls a logger itself.
 
-For evaluation, ``--custom-eval-rollout-log-function-path`` -> :func:`drop_unscored_eval_episodes`
+For evaluation, ``--eval-function-path`` -> :func:`eval_rollout` (slime's eval, returned with our
+eval keys as its metrics, the dict slime logs) and
+``--custom-eval-rollout-log-function-path`` -> :func:`drop_unscored_eval_episodes`
 ``(rollout_id, args, data, extra_metrics)`` (``slime/observability/rollout_metrics.py``,
 ``log_eval_rollout_data``) keeps unscored eval episodes out of slime's ``eval/<dataset>`` mean.
 """
@@ -38,7 +40,10 @@ log = logging.getLogger(__name__)
 def record_generated_rollout_groups(args: Any, all_samples: Sequence[Sequence[Any]], data_source: Any = None) -> None:
     """Remember the outcomes of every completed group of this step (for :func:`enrich_rollout_metrics`)."""
     hook_state().put_completed_groups(group_outcomes(all_samples, reward_key(args)))
-    record_groups = getattr(data_source, "record_groups", None)  # our SelectorDataSource (--data-source-path)
+    # slime's own generate_rollout passes the data source's bound ``get_samples`` here, its custom rollout
+    # functions (ours included) the data source itself: either way, the data source is found
+    source = getattr(data_source, "__self__", data_source)
+    record_groups = getattr(source, "record_groups", None)  # our SelectorDataSource (--data-source-path)
     if record_groups is not None:
         metrics = record_groups(args, all_samples)
         state = hook_state()
@@ -98,6 +103,42 @@ def _trained_groups(trained: list[Any], key: str) -> list[Any]:
     return [group_outcome(group, key) for group in by_group.values()]
 
 
+#: slime's ``--eval-function-path`` for :func:`eval_rollout` (the launcher sets it).
+EVAL_FUNCTION_PATH = "shopsimrl.slime_metrics.eval_rollout"
+
+
+def eval_scored_metrics(args: Any, data: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """``eval/<dataset>/shopsim_unscored_count`` and ``.../shopsim_scored_rate`` for each dataset with samples."""
+    key = reward_key(args)
+    metrics: dict[str, float] = {}
+    for name, entry in data.items():
+        samples = entry.get("samples")
+        if samples is None:
+            continue
+        scored = [is_scored(sample, key) for sample in samples]
+        metrics[f"eval/{name}/shopsim_unscored_count"] = scored.count(False)
+        metrics[f"eval/{name}/shopsim_scored_rate"] = scored.count(True) / len(samples) if samples else 0.0
+    return metrics
+
+
+def eval_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = True) -> Any:
+    """``--eval-function-path``: slime's own eval rollout, returned with the ShopSim eval keys as its metrics.
+
+    slime's ``RolloutManager.eval`` hands the eval output's ``metrics`` to the eval log hook
+    and logs that dict; slime's ``eval_rollout`` returns none, so without this the hook's keys
+    would go into a dict nobody logs.  The episodes and their order are slime's.
+    """
+    from slime.rollout import sglang_rollout
+    from slime.rollout.base_types import RolloutFnEvalOutput
+
+    if not evaluation:
+        raise ValueError(f"{EVAL_FUNCTION_PATH} is slime's --eval-function-path, not its --rollout-function-path")
+    output = sglang_rollout.generate_rollout(args, rollout_id, data_source, evaluation=True)
+    data = getattr(output, "data", output)
+    metrics = {**(getattr(output, "metrics", None) or {}), **eval_scored_metrics(args, data)}
+    return RolloutFnEvalOutput(data=data, metrics=metrics)
+
+
 def drop_unscored_eval_episodes(
     rollout_id: int, args: Any, data: dict[str, dict[str, Any]], extra_metrics: dict[str, Any] | None = None
 ) -> bool:
@@ -109,10 +150,15 @@ def drop_unscored_eval_episodes(
     ``samples`` in place (whole prompts of ``n_samples_per_eval_prompt`` episodes when
     ``--log-passrate`` needs complete groups), adds ``eval/<dataset>/shopsim_unscored_count``
     and ``eval/<dataset>/shopsim_scored_rate`` to slime's metric dict, and returns False so
-    slime logs as usual.  A dataset with no scored episode left is removed from ``data``
+    slime logs as usual.  slime passes the eval rollout's ``metrics`` as that dict, which is
+    None for slime's own eval rollout: :func:`eval_rollout` (``--eval-function-path``) returns one.  A dataset with no scored episode left is removed from ``data``
     (slime would divide by zero); its two ShopSim keys are still logged.
     """
+    if extra_metrics is None:
+        log.warning("eval %s: slime passed no metric dict, so the eval keys are not logged: set --eval-function-path "
+                    "%s (the launcher does)", rollout_id, EVAL_FUNCTION_PATH)
     metrics = extra_metrics if extra_metrics is not None else {}
+    metrics.update(eval_scored_metrics(args, data))
     key = reward_key(args)
     group_size = int(getattr(args, "n_samples_per_eval_prompt", 1) or 1) if getattr(args, "log_passrate", False) else 1
     for name in list(data):
@@ -124,8 +170,6 @@ def drop_unscored_eval_episodes(
         scored = [is_scored(sample, key) for sample in samples]
         keep = [all(scored[start : start + group_size]) for start in range(0, len(samples), group_size)]
         kept = [i for i in range(len(samples)) if keep[i // group_size]]
-        metrics[f"eval/{name}/shopsim_unscored_count"] = scored.count(False)
-        metrics[f"eval/{name}/shopsim_scored_rate"] = scored.count(True) / len(samples) if samples else 0.0
         if not kept:
             log.warning("eval %s: no scored episode in dataset %s; eval/%s is not logged", rollout_id, name, name)
             del data[name]

@@ -13,7 +13,8 @@ groups slime meant to stop at.
 - :meth:`AbortWatch.aborted` reads the flag, synchronously (the hook checks it on
   entry, after the env-slot gate and before every ``/generate``);
 - :meth:`AbortWatch.run` runs one episode and cancels it as soon as the flag is seen
-  set; a poller (one task per loop, alive only while episodes run) reads the flag
+  set; a poller (one task per loop, alive only while episodes run: the last episode
+  to end stops it and waits for it) reads the flag
   every :data:`POLL_SECONDS`, so episodes waiting at the env-slot gate, in an env call
   or in a ``/generate`` return at once.  A cancelled episode still releases its env
   lease (``agent.run_episode`` does that shielded from the cancellation).
@@ -92,6 +93,8 @@ class AbortWatch:
             await _wait_through_cancellation(task)
         finally:
             self._running.discard(task)
+            if not self._running:
+                await self._stop_poller()
         if task.cancelled():
             raise EpisodeAborted
         return task.result()
@@ -99,6 +102,14 @@ class AbortWatch:
     def _ensure_poller(self) -> None:
         if self._poller is None or self._poller.done():
             self._poller = asyncio.ensure_future(self._poll())
+
+    async def _stop_poller(self) -> None:
+        """The last episode ended: end the poller now, so no task of ours outlives the episodes (a loop closed
+        right after would otherwise destroy a pending poller)."""
+        poller, self._poller = self._poller, None
+        if poller is not None and not poller.done():
+            poller.cancel()
+            await asyncio.wait({poller})
 
     async def _poll(self) -> None:
         while self._running:

@@ -1,4 +1,4 @@
-"""``shopsimrl data export`` and ``shopsimrl train``: the slime side of the command line.
+"""``shopsimrl data export``, ``shopsimrl train`` and ``shopsimrl slime check``: the slime side of the command line.
 
 ``train`` reads its knobs from environment variables (the scripts set them; see
 :class:`shopsimrl.slime.launch.TrainConfig`), checks them, and runs slime, or with
@@ -43,6 +43,12 @@ def register(subparsers: Any) -> None:
     mode.add_argument("--print-args", action="store_true", help="print train.py's arguments, one per line, and exit")
     train.add_argument("extra", nargs=argparse.REMAINDER, help="-- then extra train.py arguments")
     train.set_defaults(handler=_train)
+
+    slime = subparsers.add_parser("slime", help="slime itself: check that this release fits a slime checkout")
+    slime_commands = slime.add_subparsers(dest="slime_command", metavar="SUBCOMMAND", required=True)
+    from shopsimrl.slime import check
+
+    check.register(slime_commands)
 
 
 def _stderr(message: str) -> None:

@@ -84,6 +84,13 @@ class SelectorDataSource:
     """slime's data-source interface over a :class:`PromptSelector` (see the module docstring)."""
 
     def __init__(self, args: Any, *, sample_cls: type | None = None) -> None:
+        if getattr(args, "partial_rollout", False):
+            # slime builds the data source when it starts, before any episode: refuse here rather than mid-run
+            raise ValueError(
+                "--partial-rollout is not supported with the ShopSim data source: slime would hand aborted "
+                "multi-turn episodes back to be resumed from a partial token stream, and the same prompt would be "
+                "served twice in a step; drop the flag"
+            )
         self.args = args
         self.n = int(args.n_samples_per_prompt)
         self._sample_cls = sample_cls

@@ -53,6 +53,15 @@ HOOKS: Mapping[str, str] = {
     "--rollout-all-samples-process-path": "shopsimrl.slime_metrics.record_generated_rollout_groups",
     "--custom-rollout-log-function-path": "shopsimrl.slime_metrics.enrich_rollout_metrics",
     "--custom-eval-rollout-log-function-path": "shopsimrl.slime_metrics.drop_unscored_eval_episodes",
+    "--eval-function-path": "shopsimrl.slime_metrics.eval_rollout",
+}
+#: train.py flags the launcher refuses, with why (they would fail mid-run, or train on what they must not).
+REFUSED_FLAGS: Mapping[str, str] = {
+    "--partial-rollout": (
+        "--partial-rollout is not supported: slime would resume aborted ShopSim episodes from a partial token "
+        "stream, which a multi-turn episode cannot do (the env state is gone), and would serve the same prompt "
+        "twice in a step; drop the flag"
+    ),
 }
 KNOB_VARIABLES = (
     "set with ROLLOUT_BATCH_SIZE, N_SAMPLES_PER_PROMPT, OVER_SAMPLING_BATCH_SIZE, GLOBAL_BATCH_SIZE, "
@@ -80,8 +89,8 @@ class LaunchError(ValueError):
     """A knob or installation problem; the message says what to change."""
 
 
-def _knob(env: str, default: Any, help: str) -> Any:
-    return field(default=default, metadata={"env": env, "help": help})
+def _knob(env: str, default: Any, help: str, kind: type | None = None) -> Any:
+    return field(default=default, metadata={"env": env, "help": help, "kind": kind})
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,10 @@ class TrainConfig:
     )
     selection: str = _knob("SELECTION", DEFAULT_STRATEGY.value, "seed: slime's own data order; informative: the PromptSelector data source")
     waves: str = _knob("WAVES", DEFAULT_WAVE_MODE.value, "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
+    wave_cushion: float | None = _knob(
+        "SHOPSIM_WAVE_CUSHION", None, "WAVES=adaptive: expected informative groups kept in hand (unset: the rule's default)",
+        kind=float,
+    )
     # episodes
     env_url: str = _knob("SHOPSIM_ENV_URL", DEFAULT_URL,
                          "the ShopSim env server, or several as a comma list (same catalog on each)")
@@ -163,9 +176,9 @@ class TrainConfig:
             if raw == "":
                 continue
             try:
-                values[f.name] = _parse(raw, f.default)
+                values[f.name] = _parse(raw, f.default, f.metadata.get("kind"))
             except ValueError:
-                errors.append(f"{f.metadata['env']}={raw!r} is not {_kind(f.default)}")
+                errors.append(f"{f.metadata['env']}={raw!r} is not {_kind(f.default, f.metadata.get('kind'))}")
         if errors:
             raise LaunchError("; ".join(errors))
         return cls(**values)
@@ -222,6 +235,8 @@ class TrainConfig:
             problems.append(f"SELECTION must be seed or informative, got {self.selection!r}")
         if self.waves not in WAVE_MODES:
             problems.append(f"WAVES must be fixed or adaptive, got {self.waves!r}")
+        if self.wave_cushion is not None and self.waves != WaveMode.ADAPTIVE.value:
+            problems.append(f"SHOPSIM_WAVE_CUSHION={self.wave_cushion:g} sizes adaptive waves only: set WAVES=adaptive or unset it")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             problems.append(f"WANDB_MODE must be online, offline or disabled, got {self.wandb_mode!r}")
         if problems:
@@ -249,13 +264,20 @@ class TrainConfig:
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_turns": self.max_turns,
             **({"shopsim_selection": self.selection} if self._selector_data_source else {}),
+            **({"shopsim_wave_cushion": self.wave_cushion} if self.wave_cushion is not None else {}),
         }
         if self.env_token_file:
             config["shopsim_env_token_file"] = str(_absolute(self.env_token_file))
         return config
 
     def train_args(self, extra: Sequence[str] = ()) -> list[str]:
-        """slime's ``train.py`` arguments; ``extra`` (e.g. the model's MODEL_ARGS) go last."""
+        """slime's ``train.py`` arguments; ``extra`` (e.g. the model's MODEL_ARGS) go last.
+
+        A flag of :data:`REFUSED_FLAGS` in ``extra`` is refused here, at launch, not mid-run.
+        """
+        refused = [REFUSED_FLAGS[flag] for flag in REFUSED_FLAGS if any(a == flag or a.startswith(flag + "=") for a in extra)]
+        if refused:
+            raise LaunchError("; ".join(refused))
         knobs = self.check()
         args = [
             "--hf-checkpoint", self.hf_checkpoint,
@@ -413,7 +435,9 @@ def render(command: Sequence[str]) -> str:
     return shlex.join(command)
 
 
-def _parse(raw: str, default: Any) -> Any:
+def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
+    if kind is float:
+        return float(raw)
     if isinstance(default, bool):
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
@@ -427,7 +451,9 @@ def _parse(raw: str, default: Any) -> Any:
     return raw
 
 
-def _kind(default: Any) -> str:
+def _kind(default: Any, kind: type | None = None) -> str:
+    if kind is float:
+        return "a number"
     if isinstance(default, bool):
         return "0 or 1"
     if isinstance(default, int) or default is None:

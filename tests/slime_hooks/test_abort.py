@@ -1,5 +1,9 @@
 """slime's abort stops ShopSim episodes: driven through slime-shaped state (``slime_double``) and a scripted SGLang.
 
+The cases slime's real ``abort()`` can run (episodes decoding and queued at the gate, abort
+between turns) run against it in ``tests/slime_harness/test_episodes.py``; these are the
+cases that need the fake env's control (a blocked env call) or run in process.
+
 slime's ``abort()`` sets ``GenerateState.aborted``, aborts SGLang's running requests and
 then waits for every pending group task.  Once it returns: no ``/generate`` was sent
 after it started, no env slot is leased, no episode is still running, and every
@@ -116,11 +120,11 @@ def assert_idle_and_aborted(state, env: FakeEnv, all_groups, sent_at_abort: int,
         assert sample.loss_mask in (None, [0] * sample.response_length)
 
 
-@pytest.mark.parametrize("poll", ["watch polls", "no poll: gate and SGLang answers only"])
-async def test_abort_with_episodes_decoding_and_queued_at_the_gate(slime, env, tokenizer, tokenizer_dir, tmp_path, poll):
-    """6 episodes, 2 env slots: 2 are in a /generate that only an abort ends, 4 wait at the gate."""
-    if poll.startswith("no poll"):
-        hook_state().abort_poll_seconds = 3600.0  # only the synchronous checks and SGLang's abort answers act
+async def test_abort_without_the_poll_reaches_decoding_and_queued_episodes(slime, env, tokenizer, tokenizer_dir, tmp_path):
+    """6 episodes, 2 env slots: 2 are in a /generate that only an abort ends, 4 wait at the gate; no poll, so only
+    the hook's synchronous checks and SGLang's abort answers act.  (With the poll, the same case runs against
+    slime's real abort() in tests/slime_harness/test_episodes.py.)"""
+    hook_state().abort_poll_seconds = 3600.0
     server = ScriptedSGLang(tokenizer, winning_reply(tokenizer), delay=None)
     with serving(server.app) as port:
         server.port = port
@@ -135,23 +139,6 @@ async def test_abort_with_episodes_decoding_and_queued_at_the_gate(slime, env, t
         assert_idle_and_aborted(state, env, all_groups, sent_at_abort, sent)
         assert server.running == 0 and server.abort_calls == 1  # idle after the first abort: no retry needed
         assert [c for c in env.calls if c[0] == "reset"] == [("reset", TASK.task_id)] * 2  # the gate let none through
-
-
-async def test_abort_between_turns_sends_no_further_request(slime, env, tokenizer, tokenizer_dir, tmp_path):
-    """The issue's case: one group of 3 siblings on 1 slot, turns answered quickly; abort mid-episode."""
-    server = ScriptedSGLang(tokenizer, winning_reply(tokenizer), delay=0.02)
-    with serving(server.app) as port:
-        server.port = port
-        args = args_for(server, tokenizer_dir, tmp_path, shopsim_env_slots=1)
-        state = slime.GenerateState(args)
-        sent = count_requests()
-        all_groups = groups(1, 3)
-        state.submit_generate_tasks(all_groups)
-        await until(lambda: server.generate_calls >= 2, "the first sibling's second turn")
-        sent_at_abort = len(sent)
-        await bounded_abort(slime, args)
-        assert_idle_and_aborted(state, env, all_groups, sent_at_abort, sent)
-        assert len(env.released) == 1  # the one episode that ran gave its slot back
 
 
 async def test_abort_while_an_env_call_is_blocked(slime, env, tokenizer, tokenizer_dir, tmp_path):
@@ -250,3 +237,18 @@ def test_outside_slime_nothing_aborts_and_inside_the_flag_is_slimes(monkeypatch)
     assert flag() is True
     module.GenerateState(args).reset()  # slime's reset() at the end of the step
     assert flag() is False
+
+
+def test_no_task_of_the_watch_outlives_the_last_episode():
+    """The poller ends with the last episode: a loop closed right after has nothing pending to destroy."""
+    loop = asyncio.new_event_loop()
+    watch = AbortWatch(lambda: False, poll_seconds=3600.0)
+
+    async def episodes() -> list[asyncio.Task]:
+        await asyncio.gather(watch.run(asyncio.sleep(0.01)), watch.run(asyncio.sleep(0.02)))
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    try:
+        assert loop.run_until_complete(episodes()) == []
+    finally:
+        loop.close()

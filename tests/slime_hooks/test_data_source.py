@@ -57,12 +57,15 @@ def test_get_samples_has_slime_s_shape(args, kit):
     assert groups[0][0] is not groups[0][1]  # deep copies, as slime makes
 
 
-def test_the_all_samples_hook_feeds_the_selector_and_aborted_prompts_come_back(args, kit):
+@pytest.mark.parametrize("handed", ["the data source (custom rollout functions)",
+                                    "its bound get_samples (slime's own generate_rollout)"])
+def test_the_all_samples_hook_feeds_the_selector_and_aborted_prompts_come_back(args, kit, handed):
     source = SelectorDataSource(args, sample_cls=kit.Sample)
     groups = source.get_samples(6)
     tasks = [g[0].metadata["task_id"] for g in groups]
     completed = finish(kit, groups[:4], lambda t: None if t == tasks[3] else [1.0, 1.0, 1.0, 1.0] if t == tasks[0] else [1.0, 0.0, 1.0, 0.0])
-    record_generated_rollout_groups(args, completed, source)  # groups 4 and 5 were aborted by slime
+    # groups 4 and 5 were aborted by slime
+    record_generated_rollout_groups(args, completed, source if handed.startswith("the") else source.get_samples)
     assert source.selector.in_flight == frozenset()
     assert source.selector.predicted_pass_rate(tasks[0]) > 0.8 > 0.6 > source.selector.predicted_pass_rate(tasks[1])
     assert source.selector.predicted_pass_rate(tasks[3]) is None  # technical: released, no evidence
@@ -98,6 +101,12 @@ def test_add_samples_are_served_first_and_checked(args, kit):
     assert source.get_samples(2)[0] is partial[0]
     with pytest.raises(ValueError, match="n_samples_per_prompt=4"):
         source.add_samples([[kit.Sample()]])
+
+
+def test_partial_rollout_is_refused_when_slime_builds_the_data_source(args, kit):
+    args.partial_rollout = True
+    with pytest.raises(ValueError, match="--partial-rollout is not supported"):
+        SelectorDataSource(args, sample_cls=kit.Sample)
 
 
 def test_bad_prompt_file_is_named(tmp_path, args, kit):

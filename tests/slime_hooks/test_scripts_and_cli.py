@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from agent.fakes import TASK, FakeEnv
 
+from shopsimrl.cli import main as cli_main
 from shopsimrl.io import read_jsonl
 from shopsimrl.slime.data import export_prompts
 from shopsimrl.slime.launch import HOOKS, LaunchError, TrainConfig, _parse
@@ -37,6 +38,7 @@ SLIME_SIGNATURES = {
     "--rollout-all-samples-process-path": ["args", "all_samples", "data_source"],
     "--custom-rollout-log-function-path": ["rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time"],
     "--custom-eval-rollout-log-function-path": ["rollout_id", "args", "data", "extra_metrics"],
+    "--eval-function-path": ["args", "rollout_id", "data_source", "evaluation"],
 }
 
 
@@ -118,6 +120,8 @@ def test_every_hook_in_the_scripts_resolves_to_a_function_with_slimes_signature(
         ({"ROLLOUT_NUM_GPUS_PER_ENGINE": "3"}, "not a positive multiple of ROLLOUT_NUM_GPUS_PER_ENGINE=3"),
         ({"COLOCATE": "0", "ROLLOUT_NUM_GPUS": "0"}, "ROLLOUT_NUM_GPUS (0) is not a positive multiple"),
         ({"ROLLOUT_BATCH_SIZE": "many"}, "ROLLOUT_BATCH_SIZE='many' is not an integer"),
+        ({"SHOPSIM_WAVE_CUSHION": "1.0"}, "SHOPSIM_WAVE_CUSHION=1 sizes adaptive waves only"),
+        ({"SHOPSIM_WAVE_CUSHION": "some"}, "SHOPSIM_WAVE_CUSHION='some' is not a number"),
     ],
 )
 def test_startup_checks_refuse_with_a_clear_message(tmp_path, env, message):
@@ -194,6 +198,19 @@ def test_custom_config_is_yaml_slime_can_read(tmp_path):
         "shopsim_trace_dir": str(tmp_path.resolve() / "traces"),
         "shopsim_max_consecutive_failed_groups": 5, "shopsim_max_turns": 30,
     }
+
+
+def test_the_wave_cushion_goes_into_the_custom_config(tmp_path):
+    config = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "WAVES": "adaptive", "SHOPSIM_WAVE_CUSHION": "-0.5"})
+    assert config.custom_config()["shopsim_wave_cushion"] == -0.5
+    assert "shopsim_wave_cushion" not in TrainConfig.from_env({"WAVES": "adaptive"}).custom_config()
+
+
+@pytest.mark.parametrize("flag", ["--partial-rollout", "--partial-rollout=true"])
+def test_partial_rollout_is_refused_at_launch(flag, capsys, monkeypatch):
+    monkeypatch.delenv("SHOPSIM_WAVE_CUSHION", raising=False)
+    assert cli_main(["train", "--dry-run", "--", flag]) == 2
+    assert "--partial-rollout is not supported" in capsys.readouterr().err
 
 
 async def test_export_writes_slimes_prompt_file(tmp_path):

@@ -1,0 +1,169 @@
+"""SGLang's HTTP endpoints, scripted, on 127.0.0.1: one server that is both slime's router and its worker.
+
+slime (``--rollout-external-engine-addrs``, ``--sglang-router-ip/-port``) talks to it as
+to a pre-launched engine behind a router:
+
+- ``GET /server_info``: the engine's arguments slime checks against its own
+  (``_init_external``); ``POST /workers``: the engine registering with the router;
+  ``GET /workers``: the router's worker list, read by ``abort()``;
+- ``POST /generate``: "decodes" for ``delay`` seconds (None: until aborted; a callable: chosen
+  per request), then answers
+  ``reply(body)`` as token ids with logprobs (``meta_info.output_token_logprobs``), or
+  ``finish_reason: abort`` if an abort reached it first;
+- ``POST /abort_request {"abort_all": true}``: aborts every request running then;
+  ``GET /v1/loads``: the running requests (``num_reqs``), which slime polls until 0.
+
+Counters (read from any thread): ``generate_calls``, ``generate_after_abort`` (requests
+received after an abort and before :meth:`ScriptedSGLang.rearm`), ``abort_calls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from fastapi import Request  # FastAPI reads the handlers' annotations: Request must resolve here
+
+#: (text, finish type); "stop" appends the end-of-turn token.
+Reply = tuple[str, str]
+END = "<|im_end|>"
+
+
+class ScriptedSGLang:
+    def __init__(self, tokenizer: Any = None, reply: Callable[[dict[str, Any]], Reply] | None = None,
+                 delay: float | None | Callable[[dict[str, Any]], float | None] = 0.0,
+                 server_info: dict[str, Any] | None = None) -> None:
+        from fastapi import FastAPI
+
+        self.tokenizer = tokenizer
+        self.reply = reply
+        self.delay = delay
+        self.server_info = {"enable_memory_saver": False, "tp_size": 1, "pp_size": 1, **(server_info or {})}
+        self.generate_calls = 0
+        self.generate_after_abort = 0
+        self.abort_calls = 0
+        self.registered: list[dict[str, Any]] = []
+        self._aborted = False
+        self._running: set[asyncio.Future[None]] = set()
+        self.port = 0
+        app = self.app = FastAPI()
+        app.post("/generate")(self.generate)
+        app.post("/abort_request")(self.abort_request)
+        app.get("/v1/loads")(self.loads)
+        app.get("/workers")(self.workers)
+        app.post("/workers")(self.register)
+        app.get("/server_info")(self.info)
+        app.get("/get_server_info")(self.info)
+        app.get("/health_generate")(self.health)
+        app.get("/health")(self.health)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def rearm(self) -> None:
+        """A new rollout step: requests after this are not counted as after-abort."""
+        self._aborted = False
+
+    async def generate(self, request: Request) -> Any:
+        from fastapi.responses import JSONResponse, Response
+        from starlette.requests import ClientDisconnect
+
+        try:
+            body = await request.json()
+        except ClientDisconnect:
+            return Response(status_code=499)
+        self.generate_calls += 1
+        if self._aborted:
+            self.generate_after_abort += 1
+        aborted = asyncio.get_running_loop().create_future()
+        self._running.add(aborted)
+        try:
+            delay = self.delay(body) if callable(self.delay) else self.delay
+            await asyncio.wait_for(asyncio.shield(aborted), timeout=delay)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._running.discard(aborted)
+        if aborted.done() or self.reply is None:
+            meta = {"output_token_logprobs": [], "finish_reason": {"type": "abort", "message": "Abort request"}}
+            return JSONResponse({"text": "", "meta_info": meta})
+        text, finish = self.reply(body)
+        if finish == "stop":
+            text += END
+        ids = self.tokenizer.encode(text, add_special_tokens=False)[: body["sampling_params"]["max_new_tokens"]]
+        meta = {"output_token_logprobs": [[-0.001 * (i + 1), t, None] for i, t in enumerate(ids)],
+                "finish_reason": {"type": finish}, "completion_tokens": len(ids)}
+        return JSONResponse({"text": self.tokenizer.decode(ids), "meta_info": meta})
+
+    async def abort_request(self, request: Request) -> Any:
+        from fastapi.responses import JSONResponse
+
+        body = await request.json()
+        if body.get("abort_all") is not True:
+            return JSONResponse({"error": "abort_all expected"}, status_code=400)
+        self.abort_calls += 1
+        self._aborted = True
+        for future in list(self._running):
+            self._running.discard(future)
+            if not future.done():
+                future.set_result(None)
+        return JSONResponse({})
+
+    async def loads(self) -> Any:
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse({"num_reqs": self.running})
+
+    async def workers(self) -> Any:
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse({"workers": [{"url": self.url}]})
+
+    async def register(self, request: Request) -> Any:
+        from fastapi.responses import JSONResponse
+
+        self.registered.append(await request.json())
+        return JSONResponse({"status": "ok"})
+
+    async def info(self) -> Any:
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse(self.server_info)
+
+    async def health(self) -> Any:
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse({})
+
+
+@contextmanager
+def serving(server: ScriptedSGLang) -> Iterator[ScriptedSGLang]:
+    """Run ``server`` on a free 127.0.0.1 port in a thread; stop it (bounded) on exit, also on failure."""
+    import uvicorn
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        server.port = probe.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=server.port, log_level="warning"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not uv.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the scripted SGLang server did not start")
+            time.sleep(0.02)
+        yield server
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=10)
