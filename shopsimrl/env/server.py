@@ -200,10 +200,10 @@ def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_B
     ``token``: every endpoint but ``/healthz`` then requires ``Authorization: Bearer <token>`` (env/auth.py).
     """
     app = FastAPI(title="ShopSim", version="1", docs_url="/docs", redoc_url=None)
-    if token is not None:
-        app.add_middleware(BearerTokenMiddleware, token=token)
     app.add_middleware(RequestLimits, max_body=max_body, max_headers=max_headers,  # type: ignore[arg-type]
                        body_timeout=body_timeout)
+    if token is not None:  # added last, so outermost: a request without the token is refused before its body is read
+        app.add_middleware(BearerTokenMiddleware, token=token)  # type: ignore[arg-type]
     fingerprint = env_fingerprint(env)  # immutable for the env's life: computed once
     reset_limiter = anyio.CapacityLimiter(env.slots + 8)
     ops_limiter = anyio.CapacityLimiter(threads)
