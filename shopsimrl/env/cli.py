@@ -168,10 +168,11 @@ def _serve(args: argparse.Namespace) -> int:
     instance = os.environ.pop(INSTANCE_ENV, None)  # set by env serve --processes: the child's proof of identity
     try:
         env = _load(args, slots=args.slots, action_limit=args.action_limit, idle_timeout=args.lease_ttl)
-        print(f"ShopSim serving on http://{args.host}:{args.port} ({args.slots} slots, {env.store.product_count:,} "
+        port = sock.getsockname()[1]  # --port 0: the one the system chose
+        print(f"ShopSim serving on http://{args.host}:{port} ({args.slots} slots, {env.store.product_count:,} "
               f"products, lease TTL {args.lease_ttl:g}s{', token required' if token else ''})", flush=True)
         try:
-            serve(env, args.host, args.port, log_level=args.log_level, keep_alive=args.keep_alive, token=token,
+            serve(env, args.host, port, log_level=args.log_level, keep_alive=args.keep_alive, token=token,
                   instance=instance, sock=sock)
         finally:
             env.close()
