@@ -156,10 +156,10 @@ def _serve(args: argparse.Namespace) -> int:
     import os
 
     from shopsimrl.env.processes import INSTANCE_ENV
-    from shopsimrl.env.server import bind, serve
+    from shopsimrl.env.server import bind_socket, serve
 
     try:  # before the env is loaded: a busy port fails at once, and nothing claims to serve
-        sock = bind(args.host, args.port)
+        sock = bind_socket(args.host, args.port)
     except (OSError, OverflowError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(f"shopsimrl env serve: cannot listen on {args.host} port {args.port}: {reason} (stop what holds it, "

@@ -385,7 +385,7 @@ def _server(env: ShopSimEnv, host: str, port: int, *, log_level: str, keep_alive
     return _Server(config, app)
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int) -> socket.socket:
     """The listening socket, made before the env is loaded, so a busy port fails at once.
 
     Raises ``OSError`` (e.g. ``EADDRINUSE``), ``OverflowError`` for a port beyond 65535.
@@ -406,7 +406,7 @@ def serve(env: ShopSimEnv, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *
           instance: str | None = None, sock: socket.socket | None = None, **limits: Any) -> None:
     """Run the server in the foreground until interrupted (``limits``: see :func:`create_app`).
 
-    ``sock``: a socket from :func:`bind` (else one is bound here).  ``instance``: reported on
+    ``sock``: a socket from :func:`bind_socket` (else one is bound here).  ``instance``: reported on
     ``/healthz``, so a supervisor can tell its own child from whatever else holds the port.
     """
     server = _server(env, host, port, log_level=log_level, keep_alive=keep_alive, token=token,
