@@ -191,7 +191,8 @@ def bounded_header_protocol(max_headers: int = MAX_HEADER_BYTES, head_timeout: f
         def _close_with(self, reply: bytes) -> None:
             self._disarm_head_deadline()
             if not self.transport.is_closing():
-                self.transport.write(reply)
+                if self.cycle is None or self.cycle.response_complete:  # never inside a pipelined reply
+                    self.transport.write(reply)
                 self.transport.close()
 
     return BoundedHeaders
