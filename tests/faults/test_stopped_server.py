@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 
 import httpx
@@ -18,9 +19,15 @@ CLIENT_TIMEOUT = 3.0
 
 
 def test_new_resets_go_around_a_stopped_server_within_2_s(servers, fault_cache):
-    healthy = EnvServer(fault_cache, "--slots", "48").start()
-    stopped = EnvServer(fault_cache, "--slots", "48").start()
+    healthy = EnvServer(fault_cache, "--slots", "48")
+    stopped = EnvServer(fault_cache, "--slots", "48")
     servers.extend([healthy, stopped])
+    starting = [threading.Thread(target=s.start) for s in (healthy, stopped)]  # both at once: half the wait
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join(timeout=90)
+    assert healthy.health() is not None and stopped.health() is not None
     task = httpx.get(healthy.url + "/tasks", timeout=5).json()["task_ids"][0]
 
     async def scenario() -> None:
