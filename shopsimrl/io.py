@@ -5,12 +5,17 @@ half a trace, batch or metrics file.  JSONL appends write each record with one
 ``write`` call on an ``O_APPEND`` descriptor and ``fsync``, so a line is never
 interleaved with another writer's and a crash can at worst lose the last line,
 which readers skip because it does not end in a newline (see :func:`read_jsonl`).
+
+Lock files (:func:`open_lock_file`) are opened without following a symlink and
+refused when hard-linked, so a planted ``.lock`` cannot make us write into
+(or truncate) a file it points at.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -67,3 +72,36 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
         for line in handle:
             if line.endswith("\n") and line.strip():
                 yield json.loads(line)
+
+
+class LockFileError(OSError):
+    """A lock file that is not a plain file of its own (a symlink, a hard link, a FIFO...): never used."""
+
+
+def open_lock_file(path: str | os.PathLike[str]) -> int:
+    """Open (or create) ``path`` for an ``flock`` and return its descriptor, never following a symlink.
+
+    Not truncated on open: the caller writes into it only once it holds the lock.  Refused
+    (:class:`LockFileError`, saying what to remove) when ``path`` is a symlink, a hard link to
+    another file, or not a regular file.
+    """
+    target = Path(path)
+    try:
+        fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError:
+        if target.is_symlink():
+            raise LockFileError(f"the lock file {target} is a symbolic link (to {os.readlink(target)}); "
+                                f"lock files are never followed: remove it and try again") from None
+        raise
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = "is not a regular file"
+    elif info.st_nlink != 1:
+        problem = f"is a hard link ({info.st_nlink} names for one file)"
+    if problem is not None:
+        os.close(fd)
+        raise LockFileError(f"the lock file {target} {problem}; lock files must be plain files of their own: "
+                            f"remove it and try again")
+    os.set_blocking(fd, True)
+    return fd

@@ -5,9 +5,11 @@ needs no token.  Bound to anything else (a node's address, 0.0.0.0), anyone on
 the network could reset, step and release sessions, so the server refuses to
 start without a token (``--token-file`` or ``$SHOPSIM_ENV_TOKEN``) unless told
 ``--insecure``.  Clients send the token as ``Authorization: Bearer <token>``;
-every endpoint but ``/healthz`` answers 401 JSON to a missing or wrong one.
-The comparison is :func:`hmac.compare_digest` (constant time), so response
-times do not reveal how much of a guess was right.
+every endpoint but ``/healthz`` answers 401 JSON to a missing or wrong one,
+as soon as the request head is in (the body is never read) and closing the
+connection.  A token is printable ASCII (what a header carries unchanged); it is
+compared as bytes with the header's raw bytes by :func:`hmac.compare_digest`
+(constant time), so response times do not reveal how much of a guess was right.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ def _checked(token: str, where: str) -> str:
         raise TokenError(f"{where} holds a token of {len(token)} characters; use at least {MIN_TOKEN_CHARS} ({TOKEN_HINT})")
     if any(ch.isspace() for ch in token):
         raise TokenError(f"{where} holds a token with whitespace inside; use one word ({TOKEN_HINT})")
+    bad = next((ch for ch in token if not "!" <= ch <= "~"), None)
+    if bad is not None:
+        raise TokenError(f"{where} holds the character {bad!r}, which cannot travel in an HTTP header: a token "
+                         f"is printable ASCII only ({TOKEN_HINT})")
     return token
 
 
@@ -101,14 +107,15 @@ def bind_refusal(host: str, token: str | None, insecure: bool) -> str | None:
             f"(or ${TOKEN_ENV} / ${TOKEN_FILE_ENV}), or pass --insecure to serve without one; {TOKEN_HINT}")
 
 
-def token_matches(expected: str, authorization: str | None) -> bool:
-    """Does an ``Authorization`` header carry ``Bearer <expected>``?  Constant time in the token's content."""
+def token_matches(expected: str, authorization: bytes | None) -> bool:
+    """Do an ``Authorization`` header's raw bytes carry ``Bearer <expected>``?  Constant time in the token's
+    content; the header is never decoded (``expected`` is ASCII: :func:`_checked`)."""
     if not authorization:
         return False
-    scheme, _, given = authorization.partition(" ")
-    if scheme.lower() != "bearer":
+    scheme, _, given = authorization.partition(b" ")
+    if scheme.lower() != b"bearer":
         return False
-    return hmac.compare_digest(given.strip().encode("utf-8"), expected.encode("utf-8"))
+    return hmac.compare_digest(given.strip(b" \t"), expected.encode("ascii"))
 
 
 def bearer_headers(token: str | None) -> dict[str, str]:
@@ -121,7 +128,8 @@ _UNAUTHORIZED_BODY = json.dumps({"error": {"code": UNAUTHORIZED_CODE,
 
 
 class BearerTokenMiddleware:
-    """Pure ASGI middleware (no per-request task, unlike Starlette's BaseHTTPMiddleware).
+    """Pure ASGI middleware (no per-request task, unlike Starlette's BaseHTTPMiddleware), outermost: it runs
+    before :class:`~shopsimrl.env.server.RequestLimits` reads the body.
 
     Every HTTP request but those to :data:`OPEN_PATHS` must carry the token; others get 401
     ``{"error": {"code": "unauthorized", ...}}`` with ``WWW-Authenticate: Bearer``.
@@ -138,13 +146,14 @@ class BearerTokenMiddleware:
         authorization = None
         for name, value in scope.get("headers") or ():
             if name == b"authorization":
-                authorization = value.decode("latin-1")
+                authorization = value
                 break
         if token_matches(self._token, authorization):
             await self.app(scope, receive, send)
             return
         body = _UNAUTHORIZED_BODY.encode("utf-8")
+        # connection: close, so the server never reads the body it was sent (up to MAX_BODY_BYTES each)
         await send({"type": "http.response.start", "status": 401,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"www-authenticate", b"Bearer")]})
+                                (b"www-authenticate", b"Bearer"), (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})

@@ -27,6 +27,7 @@ from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
 from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
+from shopsimrl.io import open_lock_file
 
 SCHEMA_VERSION = 1
 MAX_PRODUCTS = 1_000_000
@@ -92,7 +93,7 @@ def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
     if path.exists() and not force:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+    with os.fdopen(open_lock_file(path.with_name(f".{path.name}.lock")), "rb") as lock:  # no symlink followed
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if path.exists() and not force:
             return path  # built by another process while we waited

@@ -153,16 +153,31 @@ def _serve(args: argparse.Namespace) -> int:
     if args.insecure and token is None and not is_loopback(args.host):  # each process warns for its port
         print(f"shopsimrl env serve: WARNING: --insecure: serving on {args.host} without a token; anyone who "
               f"can reach port {args.port} can reset, step and release episodes", file=sys.stderr, flush=True)
-    from shopsimrl.env.server import serve
+    import os
 
-    env = _load(args, slots=args.slots, action_limit=args.action_limit, idle_timeout=args.lease_ttl)
-    print(f"ShopSim serving on http://{args.host}:{args.port} ({args.slots} slots, "
-          f"{env.store.product_count:,} products, lease TTL {args.lease_ttl:g}s{', token required' if token else ''})",
-          flush=True)
+    from shopsimrl.env.processes import INSTANCE_ENV
+    from shopsimrl.env.server import bind_socket, serve
+
+    try:  # before the env is loaded: a busy port fails at once, and nothing claims to serve
+        sock = bind_socket(args.host, args.port)
+    except (OSError, OverflowError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"shopsimrl env serve: cannot listen on {args.host} port {args.port}: {reason} (stop what holds it, "
+              f"or choose another --port)", file=sys.stderr, flush=True)
+        return 1
+    instance = os.environ.pop(INSTANCE_ENV, None)  # set by env serve --processes: the child's proof of identity
     try:
-        serve(env, args.host, args.port, log_level=args.log_level, keep_alive=args.keep_alive, token=token)
+        env = _load(args, slots=args.slots, action_limit=args.action_limit, idle_timeout=args.lease_ttl)
+        port = sock.getsockname()[1]  # --port 0: the one the system chose
+        print(f"ShopSim serving on http://{args.host}:{port} ({args.slots} slots, {env.store.product_count:,} "
+              f"products, lease TTL {args.lease_ttl:g}s{', token required' if token else ''})", flush=True)
+        try:
+            serve(env, args.host, port, log_level=args.log_level, keep_alive=args.keep_alive, token=token,
+                  instance=instance, sock=sock)
+        finally:
+            env.close()
     finally:
-        env.close()
+        sock.close()
     return 0
 
 

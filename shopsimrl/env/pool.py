@@ -21,6 +21,12 @@ A run that outgrows one server process spreads its episodes over several
   reset whose connection was refused never reached its server, so it is tried on
   another one.  A call that broke mid-way (read error, timeout) fails alone and
   triggers an immediate ``/healthz`` check, which decides.
+* **Silence.** A server whose ``/healthz`` has gone unanswered for ``silent_after``
+  seconds (a stopped or hung process: nothing refuses, nothing answers) gets no new
+  resets while another server answers; at most ``refresh_interval + silent_after``
+  (1.5 s by default) after it stops.  Its own episodes are not moved: their calls
+  fail (technical) after the client timeout.  When every server up is silent (a
+  machine too busy to answer in time), placement goes on over all of them.
 * **Same shop everywhere.** Before the first call, every server's fingerprint
   (env/fingerprint.py) is compared with the first one's; a mix is refused with a
   message naming the server that differs.  A server that comes back with another
@@ -59,6 +65,7 @@ DEFAULT_REFRESH_INTERVAL = 1.0
 DEFAULT_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 30.0
 DEFAULT_PROBE_TIMEOUT = 2.0
+DEFAULT_SILENT_AFTER = 0.5  # seconds a /healthz may go unanswered before new resets go elsewhere
 PROBE_TIMEOUTS_TO_DOWN = 3
 _UNKNOWN_LEASE = "unknown or released lease id (not issued through this env pool)"
 
@@ -97,6 +104,7 @@ class _Server:
     up: bool = True
     failures: int = 0  # consecutive failed contacts: the back-off doubles with each
     slow_probes: int = 0  # consecutive /healthz probes that timed out
+    unanswered_since: float | None = None  # when the oldest /healthz probe still without an answer was sent
     check: asyncio.Task[None] | None = None  # a /healthz check started by a failed call
     retry_at: float = 0.0
     excluded: str | None = None  # a reason it may never come back (another fingerprint)
@@ -108,6 +116,10 @@ class _Server:
     def free(self) -> int:
         return self.slots - self.others - self.ours
 
+    def silent(self, now: float, after: float) -> bool:
+        """Has a /healthz probe gone unanswered for more than ``after`` seconds?"""
+        return self.unanswered_since is not None and now - self.unanswered_since > after
+
 
 class EnvPool:
     """Several env servers behind one EnvClient; see the module docstring for the rules."""
@@ -115,18 +127,21 @@ class EnvPool:
     def __init__(self, urls: str | Sequence[str], *, token: str | None = None, timeout: float = DEFAULT_CLIENT_TIMEOUT,
                  slot_timeout: float | None = None, refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
                  backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
-                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT, client_factory: ClientFactory | None = None) -> None:
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT, silent_after: float = DEFAULT_SILENT_AFTER,
+                 client_factory: ClientFactory | None = None) -> None:
         """``slot_timeout``: how long a reset may wait for a free slot, in the pool and then on the server
         (None: the pool waits as long as some server is up, the server its own default).
+        ``silent_after``: seconds a ``/healthz`` may go unanswered before new resets avoid that server.
         ``client_factory(url)``: the per-server client (default :class:`HttpEnvClient` with ``token``)."""
         self.urls = parse_env_urls(urls)
-        if refresh_interval <= 0 or backoff <= 0 or max_backoff < backoff:
-            raise ValueError("refresh_interval and backoff must be > 0, max_backoff >= backoff")
+        if refresh_interval <= 0 or backoff <= 0 or max_backoff < backoff or silent_after <= 0:
+            raise ValueError("refresh_interval, backoff and silent_after must be > 0, max_backoff >= backoff")
         self.token = token
         self.slot_timeout = slot_timeout
         self.refresh_interval = refresh_interval
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.silent_after = silent_after
         # Each server carries 1/n of the load: fewer connection-pool shards each (HttpEnvClient's docstring).
         shards = max(4, 32 // len(self.urls))
         factory = client_factory or (lambda url: HttpEnvClient(url, timeout, slot_timeout=slot_timeout, token=token,
@@ -225,17 +240,23 @@ class EnvPool:
         await self._notify()
 
     async def _probe_one(self, server: _Server) -> None:
+        if server.unanswered_since is None:
+            server.unanswered_since = time.monotonic()  # kept until an answer comes: see _Server.silent
         try:
             body = await self._healthz(server)
         except EnvUnavailableError as exc:
             # A slow answer from a busy server is not a dead server: only a refused connection, an
-            # error answer or PROBE_TIMEOUTS_TO_DOWN slow answers in a row take it out of placement.
+            # error answer or PROBE_TIMEOUTS_TO_DOWN slow answers in a row take it out of placement
+            # (until then a silent server only gets no new resets while another one answers).
             slow = isinstance(exc.__cause__, httpx.TimeoutException)
             server.slow_probes = server.slow_probes + 1 if slow else 0
+            if not slow:
+                server.unanswered_since = None
             if not slow or not server.up or server.slow_probes >= PROBE_TIMEOUTS_TO_DOWN:
                 self._mark_down(server, exc)
             return
         server.slow_probes = 0
+        server.unanswered_since = None
         fingerprint = body.get("fingerprint")
         differences = (fingerprint_differences(self._reference or {}, fingerprint)
                        if isinstance(fingerprint, dict) else ["no fingerprint"])
@@ -287,7 +308,9 @@ class EnvPool:
                 candidates = [s for s in self._servers if s.up and s not in skip]
                 if not candidates:
                     raise EnvUnavailableError("no env server is up: " + self._describe_down())
-                best = max(candidates, key=lambda s: (s.free, -s.ours))
+                now = time.monotonic()
+                answering = [s for s in candidates if not s.silent(now, self.silent_after)]
+                best = max(answering or candidates, key=lambda s: (s.free, -s.ours))
                 if best.free > 0:
                     best.ours += 1  # taken before the reset is sent, so concurrent resets spread
                     return best
@@ -409,9 +432,11 @@ class EnvPool:
                 "fingerprint": self._reference, "servers": servers}
 
     def status(self) -> list[dict[str, Any]]:
-        """Per server: url, up, slots, our leases, estimated free slots, resets granted, last error."""
-        return [{"url": s.url, "up": s.up, "slots": s.slots, "ours": s.ours, "others": s.others, "free": s.free,
-                 "episodes": s.episodes, "failures": s.failures, "last_error": s.excluded or s.last_error}
+        """Per server: url, up, silent, slots, our leases, estimated free slots, resets granted, last error."""
+        now = time.monotonic()
+        return [{"url": s.url, "up": s.up, "silent": s.silent(now, self.silent_after), "slots": s.slots,
+                 "ours": s.ours, "others": s.others, "free": s.free, "episodes": s.episodes, "failures": s.failures,
+                 "last_error": s.excluded or s.last_error}
                 for s in self._servers]
 
     def hurry(self, seconds: float) -> None:

@@ -7,18 +7,28 @@ built (or found) once, here, before any child starts, so the children only open
 it.  The supervisor prints the URLs once every child answers ``/healthz`` and
 stops them all, by PID, on Ctrl-C or SIGTERM.  A child that dies later is
 reported and the others go on (the multi-server client routes around it); the
-supervisor exits when none is left.  On Linux the children also get SIGTERM if the
-supervisor itself is killed outright (SIGKILL), so no server is left orphaned.
+supervisor exits when none is left.
+
+A child proves it is ours: each gets a random nonce through its environment
+(never its command line) and must report it on ``/healthz``.  Whatever else
+answers on a child's port (another program holding it) is never taken for the
+child: the start stops at once, exit 1, naming the port, and the token is never
+sent there (``/healthz`` is the one open endpoint; no URL is printed).
+
+On Linux every child is started with the parent-death signal SIGKILL, so the
+children end with the supervisor however it ends (kill -9 included), even a
+child that is stopped or stuck in its own shutdown.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
@@ -29,6 +39,7 @@ from shopsimrl.env.auth import TOKEN_ENV
 STARTUP_TIMEOUT = 120.0
 STOP_TIMEOUT = 10.0
 POLL_SECONDS = 0.2
+INSTANCE_ENV = "SHOPSIM_ENV_INSTANCE"  # a child's nonce, which its /healthz reports
 
 
 class _Stop(Exception):
@@ -40,6 +51,7 @@ class Child:
     port: int
     url: str
     process: subprocess.Popen[bytes]
+    nonce: str
 
 
 def child_command(port: int, serve_args: Sequence[str]) -> list[str]:
@@ -92,10 +104,15 @@ def _wait_ready(children: Sequence[Child], timeout: float) -> str | None:
                     return (f"the server for port {child.port} exited with code {code} during startup "
                             f"(is the port in use? its message is above)")
                 try:
-                    if http.get(f"{child.url}/healthz").status_code == 200:
-                        pending.remove(child)
+                    response = http.get(f"{child.url}/healthz")
                 except httpx.HTTPError:
-                    pass
+                    continue
+                if response.status_code != 200:
+                    continue
+                if _instance(response) != child.nonce:
+                    return (f"port {child.port} is held by another server (its /healthz answers, but not with "
+                            f"this child's nonce): stop it or choose another --port")
+                pending.remove(child)
             if pending and time.monotonic() > deadline:
                 return f"{', '.join(c.url for c in pending)} did not answer /healthz within {timeout:.0f}s"
             if pending:
@@ -114,12 +131,14 @@ def supervise(host: str, first_port: int, processes: int, serve_args: Sequence[s
         env[TOKEN_ENV] = token
     children: list[Child] = []
     previous = signal.signal(signal.SIGTERM, _raise_stop)
+    die_with_parent = _death_signal(os.getpid()) if sys.platform.startswith("linux") else None
     try:
         for i in range(processes):
             port = first_port + i
-            process = subprocess.Popen(child_command(port, serve_args), env=env, stdout=subprocess.DEVNULL,
-                                       preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-            children.append(Child(port, f"http://{url_host(host)}:{port}", process))
+            nonce = secrets.token_hex(16)
+            process = subprocess.Popen(child_command(port, serve_args), env={**env, INSTANCE_ENV: nonce},
+                                       stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            children.append(Child(port, f"http://{url_host(host)}:{port}", process, nonce))
         problem = _wait_ready(children, STARTUP_TIMEOUT)
         if problem is not None:
             print(f"shopsimrl env serve: {problem}; stopping the others", file=sys.stderr, flush=True)
@@ -152,14 +171,34 @@ def supervise(host: str, first_port: int, processes: int, serve_args: Sequence[s
             signal.signal(signal.SIGINT, interrupt)
 
 
+def _instance(response: httpx.Response) -> str | None:
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    instance = body.get("instance") if isinstance(body, dict) else None
+    return instance if isinstance(instance, str) else None
+
+
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """Linux, in the child before exec: SIGTERM it when the supervisor dies, even by SIGKILL (no orphans)."""
-    import ctypes
+def _death_signal(parent: int) -> Callable[[], None]:
+    """Linux, in the child before exec: SIGKILL it when the supervisor ends, however it ends (no orphans).
 
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    SIGKILL, not SIGTERM: a child that is stopped, or slow in its own shutdown, must not outlive a
+    supervisor killed outright.  A supervisor that already died before the prctl is caught by the
+    parent check (the child was re-parented), and the child ends at once.
+    """
+
+    def arm() -> None:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 def _raise_stop(_signum: int, _frame: FrameType | None) -> None:

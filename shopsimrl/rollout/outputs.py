@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.io import append_jsonl, atomic_write_json, atomic_write_jsonl
+from shopsimrl.io import LockFileError, append_jsonl, atomic_write_json, atomic_write_jsonl, open_lock_file
 from shopsimrl.rollout.group import GroupRun, triage_record
 from shopsimrl.sampling import grpo_advantages, split_into_updates
 
@@ -155,7 +155,10 @@ def prepare_run_dir(out: str | Path, name: str, *, overwrite: bool = False) -> R
     root = check_run_dir(out, name, overwrite=overwrite)
     created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = open_lock_file(root / LOCK_NAME)
+    except LockFileError as exc:
+        raise RunDirError(str(exc)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,14 +39,14 @@ def guarded(small_db: Path) -> Iterator[tuple[ShopSimEnv, str]]:
 
 
 def test_token_matches_only_the_exact_bearer_token() -> None:
-    assert token_matches(TOKEN, f"Bearer {TOKEN}")
-    assert token_matches(TOKEN, f"bearer {TOKEN}")  # the scheme is case-insensitive (RFC 7235)
+    assert token_matches(TOKEN, f"Bearer {TOKEN}".encode())
+    assert token_matches(TOKEN, f"bearer {TOKEN}".encode())  # the scheme is case-insensitive (RFC 7235)
     assert not token_matches(TOKEN, None)
-    assert not token_matches(TOKEN, "")
-    assert not token_matches(TOKEN, f"Basic {TOKEN}")
-    assert not token_matches(TOKEN, f"Bearer {TOKEN[:-1]}")
-    assert not token_matches(TOKEN, f"Bearer {TOKEN}x")
-    assert not token_matches(TOKEN, "Bearer ")
+    assert not token_matches(TOKEN, b"")
+    assert not token_matches(TOKEN, f"Basic {TOKEN}".encode())
+    assert not token_matches(TOKEN, f"Bearer {TOKEN[:-1]}".encode())
+    assert not token_matches(TOKEN, f"Bearer {TOKEN}x".encode())
+    assert not token_matches(TOKEN, b"Bearer ")
 
 
 def test_the_comparison_is_hmac_compare_digest(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,8 +59,8 @@ def test_the_comparison_is_hmac_compare_digest(monkeypatch: pytest.MonkeyPatch) 
         return real(a, b)
 
     monkeypatch.setattr(auth.hmac, "compare_digest", spy)
-    assert not token_matches(TOKEN, "Bearer wrong-token-of-some-length")
-    assert token_matches(TOKEN, f"Bearer {TOKEN}")
+    assert not token_matches(TOKEN, b"Bearer wrong-token-of-some-length")
+    assert token_matches(TOKEN, f"Bearer {TOKEN}".encode())
     assert calls == [(b"wrong-token-of-some-length", TOKEN.encode()), (TOKEN.encode(), TOKEN.encode())]
 
 
@@ -175,3 +176,51 @@ def test_a_loopback_server_without_a_token_needs_no_header(small_db: Path) -> No
             assert started.status_code == 200
             assert http.post("/release", json={"lease_id": started.json()["lease_id"]}).status_code == 200
             assert http.get("/counters").status_code == 200
+
+
+NON_ASCII = "jeton-secret-très-long-ünïcode"
+
+
+def test_a_token_that_cannot_travel_in_a_header_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    file = tmp_path / "token"
+    for token in (NON_ASCII, "control\x7fcharacter-0123456789"):
+        file.write_text(token, encoding="utf-8")
+        with pytest.raises(TokenError, match="cannot travel in an HTTP header"):
+            read_token_file(file)
+        with pytest.raises(TokenError, match="cannot travel in an HTTP header"):
+            load_token(None, {auth.TOKEN_ENV: token})
+
+
+def test_tokens_are_compared_as_the_header_s_bytes() -> None:
+    assert token_matches(TOKEN, f"Bearer {TOKEN}".encode())
+    assert not token_matches(TOKEN, b"Bearer " + TOKEN.encode() + b"\xff")
+    assert not token_matches(TOKEN, b"Bearer " + NON_ASCII.encode("utf-8"))  # never decoded, never a crash
+
+
+def test_rollout_with_a_non_ascii_token_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    file = tmp_path / "token"
+    file.write_text(NON_ASCII, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "rollout", "--env", "http://127.0.0.1:9",
+                           "--env-token-file", str(file), "--out", str(tmp_path / "runs"), "--view", "plain"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "cannot travel in an HTTP header" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_serve_refuses_a_non_ascii_token() -> None:
+    done = _serve("--host", "0.0.0.0", "--port", "1", **{auth.TOKEN_ENV: NON_ASCII})
+    assert done.returncode == 2 and "cannot travel in an HTTP header" in done.stderr
+
+
+def test_a_wrong_token_is_refused_before_the_body_is_read(guarded: tuple[ShopSimEnv, str]) -> None:
+    """401 as soon as the head is in: a 1 MiB body announced but never sent is not waited for."""
+    _env, url = guarded
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000000\r\n\r\n")
+        conn.settimeout(3)  # the body timeout is 10 s: a 401 after the body would not come in time
+        reply = conn.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 401"), reply[:200]
+        assert b"connection: close" in reply.lower()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -306,6 +308,24 @@ def test_a_body_that_never_arrives_is_refused_408(small_db: Path) -> None:
         head = b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
         reply = _raw_http(srv.url, head + b'{"lease_id"')  # 11 of 100 bytes, then silence
         assert reply.startswith(b"HTTP/1.1 408") and b"body_timeout" in reply
+    env.close()
+
+
+def test_a_head_that_never_completes_is_refused_408_and_closed(small_db: Path) -> None:
+    env = ShopSimEnv(small_db, slots=1)
+    with ServerThread(env, head_timeout=0.5) as srv:
+        started = time.monotonic()
+        reply = _raw_http(srv.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Half: ")  # half a header, then silence
+        assert reply.startswith(b"HTTP/1.1 408") and b"head_timeout" in reply
+        assert _raw_http(srv.url, b"").startswith(b"HTTP/1.1 408")  # a connection that never says anything
+        assert time.monotonic() - started < 4
+        # a kept-alive connection idle after a reply is not cut by the head deadline (the keep-alive covers it)
+        host, port = srv.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            for _ in range(2):
+                conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+                time.sleep(1.0)  # twice the head deadline, idle between requests
     env.close()
 
 

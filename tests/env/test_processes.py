@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import queue
@@ -64,6 +65,18 @@ class Supervisor:
             if line.startswith("SHOPSIM_ENV_URL="):
                 self.urls = line.strip().split("=", 1)[1].split(",")
 
+    def printed(self, timeout: float = 5.0) -> list[str]:
+        """Every stdout line of a supervisor that has exited."""
+        lines = list(self.stdout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                lines.append(self._lines.get(timeout=0.2))
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+        return lines
+
     def stderr_now(self) -> str:
         return "" if self.proc.poll() is None or self.proc.stderr is None else self.proc.stderr.read()
 
@@ -119,6 +132,19 @@ def test_children_do_not_outlive_a_killed_supervisor(supervisors: list[Superviso
     wait_gone(sup.pids)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_stopped_child_does_not_outlive_a_killed_supervisor(supervisors: list[Supervisor],
+                                                              catalog_cache: Path) -> None:
+    """SIGSTOP holds back SIGTERM, not SIGKILL: the parent-death signal must be SIGKILL."""
+    sup = Supervisor(catalog_cache, 2, free_ports(2))
+    supervisors.append(sup)
+    sup.wait_ready()
+    os.kill(sup.pids[0], signal.SIGSTOP)  # stuck: it can act on no signal but SIGKILL
+    sup.proc.kill()
+    sup.proc.wait(timeout=10)
+    wait_gone(sup.pids, timeout=10)
+
+
 def test_a_port_in_use_stops_the_others(supervisors: list[Supervisor], catalog_cache: Path) -> None:
     port = free_ports(2)
     with socket.socket() as squatter:
@@ -131,6 +157,58 @@ def test_a_port_in_use_stops_the_others(supervisors: list[Supervisor], catalog_c
     assert f"port {port + 1} exited" in stderr and "stopping the others" in stderr
     with socket.socket() as again:  # the first child is gone: its port is free again
         again.bind(("127.0.0.1", port))
+
+
+class _Foreign(http.server.BaseHTTPRequestHandler):
+    """Another program's HTTP server: 200 JSON to everything, as any health endpoint would."""
+
+    def do_GET(self) -> None:  # noqa: N802  (the stdlib's name)
+        body = b'{"ready": true, "slots": 48, "leased": 0}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_foreign_server_on_a_port_is_never_taken_for_a_child(supervisors: list[Supervisor],
+                                                                catalog_cache: Path) -> None:
+    port = free_ports(2)
+    foreign = http.server.ThreadingHTTPServer(("127.0.0.1", port + 1), _Foreign)
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    try:
+        sup = Supervisor(catalog_cache, 2, port)
+        supervisors.append(sup)
+        started = time.monotonic()
+        assert sup.proc.wait(timeout=60) == 1
+        assert time.monotonic() - started < 30  # at once, not after the startup timeout
+    finally:
+        foreign.shutdown()
+        foreign.server_close()
+    stderr = sup.proc.stderr.read()  # type: ignore[union-attr]
+    assert "SHOPSIM_ENV_URL" not in "".join(sup.printed())  # the foreign URL was never handed out
+    assert f"port {port + 1} is held by another server" in stderr and "stopping the others" in stderr
+    assert "Traceback" not in stderr
+    with socket.socket() as again:  # the first child is gone: its port is free again
+        again.bind(("127.0.0.1", port))
+
+
+def test_a_busy_port_exits_1_at_once_without_claiming_to_serve(small_catalog: Path, catalog_cache: Path) -> None:
+    port = free_ports(1)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "env", "serve", "--port", str(port),
+                               "--cache-dir", str(catalog_cache), *CATALOG], capture_output=True, text=True,
+                              timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 20
+    assert "serving" not in done.stdout and f"port {port}" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_serve_refuses_bad_process_counts(catalog_cache: Path) -> None:
