@@ -29,6 +29,7 @@ from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
 
 SCHEMA_VERSION = 1
+MIN_PRODUCTS = 10  # fewer leave no family of look-alikes and too few tasks
 MAX_PRODUCTS = 1_000_000
 SPLIT_SHARES = (0.8, 0.1, 0.1)
 CACHE_ENV_VAR = "SHOPSIMRL_CACHE"
@@ -85,8 +86,8 @@ def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
                   cache_dir: str | os.PathLike[str] | None = None, *, tasks: int | None = None,
                   force: bool = False, progress: ProgressFn | None = None) -> Path:
     """Return the path of the catalog database for (products, seed), building it when missing."""
-    if not 10 <= products <= MAX_PRODUCTS:
-        raise ValueError(f"products must be within 10..{MAX_PRODUCTS}, got {products}")
+    if not MIN_PRODUCTS <= products <= MAX_PRODUCTS:
+        raise ValueError(f"products must be within {MIN_PRODUCTS}..{MAX_PRODUCTS}, got {products}")
     n_tasks = default_task_count(products) if tasks is None else tasks
     path = catalog_path(products, seed, cache_dir, tasks=n_tasks)
     if path.exists() and not force:

@@ -7,7 +7,8 @@ import sys
 import time
 from typing import Any
 
-from shopsimrl.env.build import MAX_PRODUCTS, ProgressFn
+from shopsimrl.argtypes import folder, in_file, int_range, number
+from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS, ProgressFn
 from shopsimrl.env.defaults import (
     DEFAULT_ACTION_LIMIT,
     DEFAULT_HOST,
@@ -17,17 +18,20 @@ from shopsimrl.env.defaults import (
     DEFAULT_SEED,
     DEFAULT_SLOTS,
     KEEP_ALIVE,
+    MAX_SLOTS,
 )
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
 _STAGES = {"products": "products", "index": "search index", "tasks": "tasks (verified by search)"}
 
 
 def _catalog_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS,
+    parser.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=DEFAULT_PRODUCTS,
                         help=f"catalog size (default {DEFAULT_PRODUCTS:,}, max {MAX_PRODUCTS:,})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"catalog seed (default {DEFAULT_SEED})")
-    parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default products/10, <= 2000)")
-    parser.add_argument("--cache-dir", default=None,
+    parser.add_argument("--tasks", type=int_range(1), default=None, help="number of tasks (default products/10, <= 2000)")
+    parser.add_argument("--cache-dir", type=folder, default=None,
                         help="where catalogs are cached (default $SHOPSIMRL_CACHE or ~/.cache/shopsimrl)")
 
 
@@ -38,20 +42,20 @@ def register(subparsers: Any) -> None:
 
     serve = sub.add_parser("serve", help="serve the env over HTTP")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    serve.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help=f"concurrent episodes (default {DEFAULT_SLOTS})")
-    serve.add_argument("--action-limit", type=int, default=DEFAULT_ACTION_LIMIT,
+    serve.add_argument("--port", type=int_range(1, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    serve.add_argument("--slots", type=int_range(1, MAX_SLOTS), default=DEFAULT_SLOTS, help=f"concurrent episodes (default {DEFAULT_SLOTS})")
+    serve.add_argument("--action-limit", type=int_range(1), default=DEFAULT_ACTION_LIMIT,
                        help=f"env steps per episode before the env ends it (default {DEFAULT_ACTION_LIMIT})")
-    serve.add_argument("--lease-ttl", type=float, default=DEFAULT_IDLE_TIMEOUT,
+    serve.add_argument("--lease-ttl", type=number(above=0), default=DEFAULT_IDLE_TIMEOUT,
                        help=f"seconds a lease may go unused before its slot is reclaimed (a client that vanished; "
                             f"default {DEFAULT_IDLE_TIMEOUT:g})")
-    serve.add_argument("--keep-alive", type=int, default=KEEP_ALIVE,
+    serve.add_argument("--keep-alive", type=int_range(1), default=KEEP_ALIVE,
                        help=f"seconds an idle connection stays open (default {KEEP_ALIVE}; keep it above the "
                             f"clients' 30 s)")
-    serve.add_argument("--log-level", default="warning")
-    serve.add_argument("--processes", type=int, default=1,
+    serve.add_argument("--log-level", default="warning", choices=LOG_LEVELS)
+    serve.add_argument("--processes", type=int_range(1), default=1,
                        help="server processes on consecutive ports from --port, over one catalog (default 1)")
-    serve.add_argument("--token-file", default=None,
+    serve.add_argument("--token-file", type=in_file, default=None,
                        help="file holding the shared bearer token (or $SHOPSIM_ENV_TOKEN / $SHOPSIM_ENV_TOKEN_FILE); "
                             "required when --host is not a loopback address")
     serve.add_argument("--insecure", action="store_true",
