@@ -113,11 +113,11 @@ def run(args: argparse.Namespace) -> int:
             over_sampling_batch_size=args.over_sampling_batch_size,
             max_consecutive_failed_groups=args.max_consecutive_failed_groups,
         )
-    except (KnobError, ValueError, OSError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+    except (KnobError, ValueError, OSError) as exc:  # one line on stderr, as every command refuses
+        Console(stderr=True, soft_wrap=True).print(f"shopsimrl replay: [red]error:[/] {escape(str(exc))}")
         return 2
     except (SupplyExhausted, TooManyTechnicalFailures) as exc:
-        console.print(f"[red]{type(exc).__name__}:[/] {escape(str(exc))}")
+        Console(stderr=True, soft_wrap=True).print(f"shopsimrl replay: [red]{type(exc).__name__}:[/] {escape(str(exc))}")
         return 3
     if args.json:
         print(json.dumps({"summary": result.summary(), "kept": result.kept, "fallback": result.fallback,
