@@ -61,12 +61,12 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="serve beyond loopback without a token (anyone on the network can drive episodes)")
     _catalog_args(serve)
-    serve.set_defaults(handler=_serve)
+    serve.set_defaults(handler=_catalog_refusals("serve", _serve))
 
     build = sub.add_parser("build", help="build (or find) the catalog database")
     _catalog_args(build)
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
-    build.set_defaults(handler=_build)
+    build.set_defaults(handler=_catalog_refusals("build", _build))
 
     from shopsimrl.env.cluster import register as register_ray_serve
 
@@ -76,7 +76,22 @@ def register(subparsers: Any) -> None:
     play.add_argument("--task", default=None, help="task id (default: a random task of --split)")
     play.add_argument("--split", default="train", choices=("train", "val", "test"))
     _catalog_args(play)
-    play.set_defaults(handler=_play)
+    play.set_defaults(handler=_catalog_refusals("play", _play))
+
+
+def _catalog_refusals(command: str, handler: Any) -> Any:
+    """``handler``, with a catalog that cannot be built or opened (a full disk, a damaged file) as one line, exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from shopsimrl.env.build import CatalogError
+
+        try:
+            return int(handler(args))
+        except CatalogError as exc:
+            print(f"shopsimrl env {command}: refused: {exc}", file=sys.stderr, flush=True)
+            return 2
+
+    return run
 
 
 def _with_progress(fn: Any, products: int) -> Any:
@@ -101,12 +116,17 @@ def _with_progress(fn: Any, products: int) -> Any:
 def _build(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from shopsimrl.env.build import build_catalog, catalog_path
+    from shopsimrl.env.build import CatalogError, build_catalog, catalog_path, verify_catalog
     from shopsimrl.env.store import CatalogStore
 
     console = Console(highlight=False, soft_wrap=True)
     target = catalog_path(args.products, args.seed, args.cache_dir, tasks=args.tasks)
     cached = target.exists() and not args.force
+    if cached:
+        try:
+            verify_catalog(target)
+        except CatalogError:
+            cached = False  # rebuilt below, with a message
     started = time.perf_counter()
     path = _with_progress(lambda cb: build_catalog(args.products, args.seed, args.cache_dir, tasks=args.tasks,
                                                    force=args.force, progress=cb), args.products)

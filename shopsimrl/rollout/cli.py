@@ -331,21 +331,34 @@ class _Interrupts:
 
 async def _interruptible(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str, Any],
                          token: str | None) -> int:
+    from shopsimrl.env.build import CatalogError
+
     task = asyncio.current_task()
     assert task is not None
     with _Interrupts(task) as interrupts:
         try:
             return await _run(args, knobs, options, interrupts, token)
+        except CatalogError as exc:  # the in-process catalog cannot be built (a full disk) or opened
+            _stderr(f"shopsimrl rollout: refused: {exc}")
+            return EXIT_REFUSED
         except asyncio.CancelledError:
             if interrupts.signal is None:
                 raise
-            where = f"; partial step events in {interrupts.step_events}" if interrupts.step_events else ""
-            lost = int(getattr(interrupts.env, "unconfirmed_releases", 0))
-            leases = (f"{lost} env leases could not be released (the env server did not answer; it reclaims "
-                      f"them after its --lease-ttl)" if lost else "its env leases released")
-            _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: the step was aborted and "
-                    f"{leases}{where}")
+            _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: {_what_stopped(interrupts)}")
             return 128 + int(interrupts.signal)
+
+
+def _what_stopped(interrupts: _Interrupts) -> str:
+    """What the interrupt cut short, in words that match what had started."""
+    if interrupts.env is None:
+        return "before any step, while the env was being opened (a catalog build in progress stops, its " \
+               "temporary file removed); nothing was written"
+    if interrupts.step_events is None:
+        return "before any step started; no env lease was taken"
+    lost = int(getattr(interrupts.env, "unconfirmed_releases", 0))
+    leases = (f"{lost} env leases could not be released (the env server did not answer; it reclaims "
+              f"them after its --lease-ttl)" if lost else "its env leases released")
+    return f"the step was aborted and {leases}; partial step events in {interrupts.step_events}"
 
 
 async def _open_env(args: argparse.Namespace, token: str | None = None) -> Any:
@@ -355,13 +368,15 @@ async def _open_env(args: argparse.Namespace, token: str | None = None) -> Any:
         from shopsimrl.env.pool import make_env_client
 
         return make_env_client(args.env, token=token, timeout=args.env_timeout)
-    from shopsimrl.env import InProcessEnvClient, catalog_path, load_env
+    from shopsimrl.env import InProcessEnvClient, ShopSimEnv, catalog_path
+    from shopsimrl.env.build import build_catalog_async
 
     if not catalog_path(args.products, args.catalog_seed).exists():
         print(f"building the ShopSim catalog ({args.products} products, seed {args.catalog_seed}); "
               f"cached for later runs", flush=True)
+    path = await build_catalog_async(args.products, args.catalog_seed)  # a signal stops the build at once
     # one env slot per concurrent episode, so a reset never waits for a slot
-    env = await asyncio.to_thread(load_env, args.products, args.catalog_seed, slots=args.episode_concurrency)
+    env = await asyncio.to_thread(ShopSimEnv, path, slots=args.episode_concurrency)
     return InProcessEnvClient(env, owns_env=True)
 
 
