@@ -464,7 +464,8 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
             try:
                 result = await run_rollout(config, runner, task_ids, observer=view,
                                            on_step=logger.log if logger else None, extra_config=extra,
-                                           paths=paths, learner=policy.learn if args.learning else None)
+                                           paths=paths, learner=policy.learn if args.learning else None,
+                                           keep_reports=False)  # summary rows only: memory flat over steps
             except TooManyTechnicalFailures as exc:
                 step_dir = Path(exc.trace_dir or paths.root)
                 _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
@@ -481,7 +482,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
                         f"the step in {step.parent if step else paths.root} is incomplete (no metrics.json), "
                         f"earlier steps are whole. Free space (or fix the folder) and run again.")
                 return code
-            view.summary(result.reports)
+            view.summary(result.rows)
         console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
         code = EXIT_OK
         return code
