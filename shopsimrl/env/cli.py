@@ -167,8 +167,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.processes > 1 and not 1 <= args.port <= 65535 - args.processes + 1:
         return _refuse(f"--processes {args.processes} needs the ports --port..--port+{args.processes - 1}: "
                        f"give a --port between 1 and {65535 - args.processes + 1}")
-    if args.token_file and not token_file_is_private(args.token_file):
-        print(f"shopsimrl env serve: WARNING: the token file {args.token_file} is readable by other users "
+    token_file = _token_file_used(args.token_file)
+    if token_file and not token_file_is_private(token_file):
+        print(f"shopsimrl env serve: WARNING: the token file {token_file} is readable by other users "
               f"(chmod 600 it)", file=sys.stderr, flush=True)
     if not args.lease_ttl > 0 or args.keep_alive < 1:
         return _refuse(f"--lease-ttl must be > 0 and --keep-alive >= 1, got {args.lease_ttl:g} and {args.keep_alive}")
@@ -179,7 +180,14 @@ def _serve(args: argparse.Namespace) -> int:
               f"can reach port {args.port} can reset, step and release episodes", file=sys.stderr, flush=True)
     from shopsimrl.env.server import serve
 
-    env = _load(args, slots=args.slots, action_limit=args.action_limit, idle_timeout=args.lease_ttl)
+    try:  # a port already taken fails now, before the catalog loads and "serving" is printed
+        probe = _hold_port(args.host, args.port)
+    except OSError as exc:
+        print(f"shopsimrl env serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+              file=sys.stderr, flush=True)
+        return 1
+    with probe:  # held while the catalog loads, released just before the server binds
+        env = _load(args, slots=args.slots, action_limit=args.action_limit, idle_timeout=args.lease_ttl)
     print(f"ShopSim serving on http://{args.host}:{args.port} ({args.slots} slots, "
           f"{env.store.product_count:,} products, lease TTL {args.lease_ttl:g}s{', token required' if token else ''})",
           flush=True)
@@ -188,6 +196,35 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         env.close()
     return 0
+
+
+def _token_file_used(token_file: str | None) -> str | None:
+    """The file the token is read from: ``--token-file``, else ``$SHOPSIM_ENV_TOKEN_FILE`` when
+    ``$SHOPSIM_ENV_TOKEN`` is not set (the order of :func:`~shopsimrl.env.auth.load_token`)."""
+    import os
+
+    from shopsimrl.env.auth import TOKEN_ENV, TOKEN_FILE_ENV
+
+    if token_file:
+        return token_file
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return None
+    return os.environ.get(TOKEN_FILE_ENV, "").strip() or None
+
+
+def _hold_port(host: str, port: int) -> Any:
+    """A socket bound to (host, port) as the server will bind it (SO_REUSEADDR, as uvicorn does)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _serve_processes(args: argparse.Namespace, token: str | None) -> int:

@@ -1,0 +1,82 @@
+"""Memory of a long ``shopsimrl rollout``: the process's RSS at step ~20 and at step ~190.
+
+``python -m benchmarks.bench_memory [--quick] [--code DIR] [-- ROLLOUT OPTIONS]`` runs the real command
+(in-process env, heuristic policy) in its own process and reads ``VmRSS`` from ``/proc/<pid>/status`` the
+moment each sampled step's ``metrics.json`` appears.  Flat means the two figures differ by a few MB; a run
+that keeps every step's report grows with the steps.  ``--code DIR`` runs another copy of the source
+(e.g. ``git archive <commit> shopsimrl | tar -x -C DIR``) with the same options, to compare side by side.
+Linux only (``/proc``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import machine, publish
+
+RESULT = Path(__file__).resolve().parent / "results" / "memory.json"
+#: a smaller step than the defaults (64 episodes kept, not 256), so 200 steps take minutes, not half an hour
+KNOBS = ["--rollout-batch-size", "8", "--n-samples-per-prompt", "8", "--over-sampling-batch-size", "16",
+         "--global-batch-size", "64"]
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def measure(steps: int, at: list[int], options: list[str], code: str | None = None) -> dict[str, Any]:
+    """Run ``shopsimrl rollout --steps steps`` and return the RSS (MB) when each step of ``at`` has finished."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "shopsimrl.cli", "rollout", "--steps", str(steps), "--view", "plain",
+                   "--no-timeline", "--out", out, "--name", "memory", *options]
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        rss: dict[str, float] = {}
+        started = time.monotonic()
+        try:
+            while proc.poll() is None and len(rss) < len(at):
+                for step in at:
+                    if str(step) not in rss and (Path(out) / "memory" / f"step-{step}" / "metrics.json").exists():
+                        rss[str(step)] = round(rss_mb(proc.pid), 1)
+                time.sleep(0.1)
+            proc.wait(timeout=3600)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
+        if proc.returncode != 0 or len(rss) < len(at):
+            raise RuntimeError(f"the rollout failed (exit {proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
+    first, last = (rss[str(s)] for s in (at[0], at[-1]))
+    return {"command": " ".join(["shopsimrl", *command[3:]]).replace(out, "OUT"), "rss_mb_at_step": rss,
+            "growth_mb": round(last - first, 1), "growth_kb_per_step": round((last - first) * 1024 / (at[-1] - at[0]), 1),
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def main(quick: bool = False, code: str | None = None, options: list[str] | None = None) -> dict[str, Any]:
+    steps, at = (45, [5, 40]) if quick else (200, [20, 190])
+    result = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "code": code or "this checkout",
+              **measure(steps, at, KNOBS + (options or []), code)}
+    publish(RESULT if code is None and not quick else Path(tempfile.gettempdir()) / "memory.json", result)
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="45 steps, RSS at steps 5 and 40")
+    parser.add_argument("--code", default=None, help="run the shopsimrl package found in this folder instead")
+    parser.add_argument("options", nargs=argparse.REMAINDER, help="-- then more rollout options")
+    args = parser.parse_args()
+    main(args.quick, args.code, [o for o in args.options if o != "--"])
