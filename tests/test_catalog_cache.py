@@ -92,3 +92,9 @@ def test_a_temporary_file_left_by_a_killed_build_is_removed_by_the_next(tmp_path
     stale.write_bytes(b"")
     build_catalog(PRODUCTS, 3, tmp_path)
     assert not stale.exists()
+
+
+@pytest.mark.parametrize("folder", ["/dev/null", "/dev/null/sub", "/proc/self/catalogs"])
+def test_a_cache_folder_that_cannot_be_made_is_one_clear_error(folder: str) -> None:
+    with pytest.raises(CatalogError, match=f"cannot make the catalog folder {folder} .*--cache-dir or"):
+        build_catalog(PRODUCTS, 3, folder)

@@ -119,7 +119,14 @@ def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
     path = catalog_path(products, seed, cache_dir, tasks=n_tasks)
     if not force and _usable(path):
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CatalogError(f"cannot make the catalog folder {path.parent} ({exc.strerror or exc}): choose another "
+                           f"folder (--cache-dir or ${CACHE_ENV_VAR})") from exc
+    if not os.access(path.parent, os.W_OK | os.X_OK):  # read-only (root too: EROFS) or not ours
+        raise CatalogError(f"cannot write in the catalog folder {path.parent}: choose another folder "
+                           f"(--cache-dir or ${CACHE_ENV_VAR})")
     with open(path.with_name(f".{path.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not force and _usable(path, say=True):
