@@ -3,9 +3,9 @@
 ``python -m benchmarks.bench_memory [--quick] [--code DIR] [-- ROLLOUT OPTIONS]`` runs the real command
 (in-process env, heuristic policy) in its own process and reads ``VmRSS`` from ``/proc/<pid>/status`` the
 moment each sampled step's ``metrics.json`` appears.  Flat means the two figures differ by a few MB; a run
-that keeps every step's report grows with the steps.  ``--code DIR`` runs another copy of the source
-(e.g. ``git archive <commit> shopsimrl | tar -x -C DIR``) with the same options, to compare side by side.
-Linux only (``/proc``).
+that keeps every step's report grows with the steps.  ``--code DIR`` also runs another copy of the source
+(e.g. ``git archive <commit> shopsimrl | tar -x -C DIR``) with the same options at the same time, side by
+side.  Linux only (``/proc``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,17 +67,23 @@ def measure(steps: int, at: list[int], options: list[str], code: str | None = No
 
 
 def main(quick: bool = False, code: str | None = None, options: list[str] | None = None) -> dict[str, Any]:
+    """This checkout's rollout; with ``code``, that copy's too, at the same time (side by side, one load)."""
     steps, at = (45, [5, 40]) if quick else (200, [20, 190])
-    result = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "code": code or "this checkout",
-              **measure(steps, at, KNOBS + (options or []), code)}
-    publish(RESULT if code is None and not quick else Path(tempfile.gettempdir()) / "memory.json", result)
+    runs = {"this checkout": None, **({f"--code {code}": code} if code else {})}
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = {label: pool.submit(measure, steps, at, KNOBS + (options or []), where)
+                   for label, where in runs.items()}
+        measured = {label: future.result() for label, future in futures.items()}
+    result = {"machine": f"{machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
+              "load_average_at_end": round(os.getloadavg()[0], 1), "runs": measured}
+    publish(Path(tempfile.gettempdir()) / "memory.json" if quick else RESULT, result)
     return result
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="45 steps, RSS at steps 5 and 40")
-    parser.add_argument("--code", default=None, help="run the shopsimrl package found in this folder instead")
+    parser.add_argument("--code", default=None, help="also run the shopsimrl package found in this folder, side by side")
     parser.add_argument("options", nargs=argparse.REMAINDER, help="-- then more rollout options")
     args = parser.parse_args()
     main(args.quick, args.code, [o for o in args.options if o != "--"])

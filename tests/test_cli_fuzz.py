@@ -63,7 +63,7 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--fault-rate": ("-0.1", "1.5"),
         "--cushion": (),
         "--env": ("ftp://x",),
-        "--env-token-file": (),
+        "--env-token-file": (Late("/etc/hostname"),),  # without --env URL
         "--products": PRODUCTS,
         "--catalog-seed": (),
         "--openai-base-url": (),

@@ -237,34 +237,17 @@ def _read_prompt(path: Path) -> str:
 
 
 def check_options(args: argparse.Namespace) -> None:
+    """What one value alone cannot show (each value is checked while parsing: argtypes)."""
     checks = (
-        (args.steps >= 1, f"--steps must be >= 1, got {args.steps}"),
-        (args.episode_concurrency >= 1, f"--episode-concurrency must be >= 1, got {args.episode_concurrency}"),
-        (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),
-        (0.0 <= args.fault_rate <= 1.0, f"--fault-rate is a probability within [0, 1], got {args.fault_rate}"),
-        (args.products >= 1, f"--products must be >= 1, got {args.products}"),
-        (math.isfinite(args.env_timeout) and args.env_timeout > 0,
-         f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
-        (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
-         f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
-        (math.isfinite(args.cushion), f"--cushion is a finite number of groups, got {args.cushion}"),
+        (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),  # --max-steps
         (not args.learning or args.policy == "heuristic",
          "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
          "--policy heuristic"),
+        (args.env != IN_PROCESS or args.env_token_file is None, "--env-token-file: used only with --env URL"),
     )
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
-    if args.env != IN_PROCESS:
-        from shopsimrl.env.pool import parse_env_urls
-
-        try:
-            parse_env_urls(args.env)
-        except ValueError as exc:
-            raise UsageError(f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers separated by "
-                             f"commas: {exc}") from exc
-    elif args.env_token_file is not None:
-        raise UsageError("--env-token-file: used only with --env URL")
 
 
 def handle(args: argparse.Namespace) -> int:
