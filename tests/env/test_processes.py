@@ -134,7 +134,7 @@ def test_a_port_in_use_stops_the_others(supervisors: list[Supervisor], catalog_c
 
 
 def test_serve_refuses_bad_process_counts(catalog_cache: Path) -> None:
-    for args, fragment in ((["--processes", "0"], "--processes must be >= 1"),
+    for args, fragment in ((["--processes", "0"], "argument --processes: must be a whole number >= 1"),
                            (["--processes", "4", "--port", "65534"], "needs the ports")):
         done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "env", "serve", *args], capture_output=True,
                               text=True, timeout=60)
