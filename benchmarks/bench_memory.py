@@ -23,9 +23,12 @@ from typing import Any
 from benchmarks.common import machine, publish
 
 RESULT = Path(__file__).resolve().parent / "results" / "memory.json"
-#: a smaller step than the defaults (64 episodes kept, not 256), so 200 steps take minutes, not half an hour
+ROOT = Path(__file__).resolve().parents[1]
+#: a smaller step than the defaults (64 episodes kept, not 256), so 200 steps take minutes, not half an hour;
+#: a 2,000-product catalog, so the env's product cache (an LRU of up to 50,000 products, about 3.6 KB each) is
+#: warm within the first steps and what grows after step 20 is what the run itself keeps
 KNOBS = ["--rollout-batch-size", "8", "--n-samples-per-prompt", "8", "--over-sampling-batch-size", "16",
-         "--global-batch-size", "64"]
+         "--global-batch-size", "64", "--products", "2000"]
 
 
 def rss_mb(pid: int) -> float:
@@ -39,12 +42,11 @@ def rss_mb(pid: int) -> float:
 def measure(steps: int, at: list[int], options: list[str], code: str | None = None) -> dict[str, Any]:
     """Run ``shopsimrl rollout --steps steps`` and return the RSS (MB) when each step of ``at`` has finished."""
     env = dict(os.environ)
-    if code is not None:
-        env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
-    with tempfile.TemporaryDirectory() as out:
+    env["PYTHONPATH"] = (code or str(ROOT)) + os.pathsep + env.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory() as out:  # also the working folder: `-m` puts it first on sys.path
         command = [sys.executable, "-m", "shopsimrl.cli", "rollout", "--steps", str(steps), "--view", "plain",
                    "--no-timeline", "--out", out, "--name", "memory", *options]
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(command, env=env, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         rss: dict[str, float] = {}
         started = time.monotonic()
         try:
@@ -52,6 +54,7 @@ def measure(steps: int, at: list[int], options: list[str], code: str | None = No
                 for step in at:
                     if str(step) not in rss and (Path(out) / "memory" / f"step-{step}" / "metrics.json").exists():
                         rss[str(step)] = round(rss_mb(proc.pid), 1)
+                        print(f"{code or 'this checkout'}: step {step}: {rss[str(step)]} MB", file=sys.stderr, flush=True)
                 time.sleep(0.1)
             proc.wait(timeout=3600)
         finally:
@@ -68,7 +71,7 @@ def measure(steps: int, at: list[int], options: list[str], code: str | None = No
 
 def main(quick: bool = False, code: str | None = None, options: list[str] | None = None) -> dict[str, Any]:
     """This checkout's rollout; with ``code``, that copy's too, at the same time (side by side, one load)."""
-    steps, at = (45, [5, 40]) if quick else (200, [20, 190])
+    steps, at = (45, [5, 40]) if quick else (200, [20, 50, 100, 150, 190])
     runs = {"this checkout": None, **({f"--code {code}": code} if code else {})}
     with ThreadPoolExecutor(len(runs)) as pool:
         futures = {label: pool.submit(measure, steps, at, KNOBS + (options or []), where)
