@@ -57,7 +57,7 @@ class BuildCancelled(Exception):
     """The build was cancelled (``cancel`` set): its temporary file is removed, the cache left as it was."""
 
 
-_CANCEL_CHECK_OPS = 20_000  # SQLite VM steps between two looks at ``cancel`` (well under a millisecond)
+_CANCEL_CHECK_OPS = 16_384  # SQLite VM steps between two looks at ``cancel`` (well under a millisecond)
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
