@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from shopsimrl.argtypes import folder, in_file, int_range, number
+from shopsimrl.argtypes import MAX_PORT, folder, in_file, int_range, number
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS, ProgressFn
 from shopsimrl.env.defaults import (
     DEFAULT_ACTION_LIMIT,
@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
 
     serve = sub.add_parser("serve", help="serve the env over HTTP")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
-    serve.add_argument("--port", type=int_range(1, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    serve.add_argument("--port", type=int_range(1, MAX_PORT), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     serve.add_argument("--slots", type=int_range(1, MAX_SLOTS), default=DEFAULT_SLOTS, help=f"concurrent episodes (default {DEFAULT_SLOTS})")
     serve.add_argument("--action-limit", type=int_range(1), default=DEFAULT_ACTION_LIMIT,
                        help=f"env steps per episode before the env ends it (default {DEFAULT_ACTION_LIMIT})")

@@ -145,7 +145,7 @@ def start_ray_env_servers(per_node: int = 1, *, port: int = DEFAULT_PORT, host: 
 
 def register(sub: Any, catalog_args: Any) -> None:
     """Add ``ray-serve`` to the ``env`` sub-commands (called by env/cli.py)."""
-    from shopsimrl.argtypes import in_file, int_range, out_file
+    from shopsimrl.argtypes import MAX_PORT, in_file, int_range, out_file
     from shopsimrl.env.defaults import MAX_SLOTS
 
     p = sub.add_parser("ray-serve", help="start env servers on every node of a Ray cluster (needs shopsimrl[ray])")
@@ -153,7 +153,7 @@ def register(sub: Any, catalog_args: Any) -> None:
     p.add_argument("--address", default="auto",
                    help="the Ray cluster (default 'auto': $RAY_ADDRESS or the local node's; 'local' starts one)")
     p.add_argument("--host", default=None, help="bind address (default: each node's IP, which needs a token)")
-    p.add_argument("--port", type=int_range(0, 65535), default=DEFAULT_PORT,
+    p.add_argument("--port", type=int_range(0, MAX_PORT), default=DEFAULT_PORT,
                    help=f"first port on each node (default {DEFAULT_PORT}; 0: any free port)")
     p.add_argument("--slots", type=int_range(1, MAX_SLOTS), default=DEFAULT_SLOTS,
                    help=f"concurrent episodes per server (default {DEFAULT_SLOTS})")
