@@ -99,13 +99,20 @@ def _probe_writable(folder: Path, what: str) -> None:
 
 def folder(text: str) -> Path:
     """A folder that exists or can be made, and can be written in: not "", not a file, not /dev/null."""
+    path = cache_folder(text)
+    _probe_writable(_first_existing(path), "folder")
+    return path
+
+
+def cache_folder(text: str) -> Path:
+    """A folder that exists or could be made (not "", not a file): a cache that may be read-only when what
+    is needed is already in it (writing, when needed, reports its own error)."""
     if not text.strip():
         _bad("an empty path; give a folder")
     path = Path(text).expanduser()
     base = _first_existing(path)
     if not base.is_dir():
         _bad(f"{base} is not a folder{'' if base == path else f' (in {text})'}")
-    _probe_writable(base, "folder")
     return path
 
 

@@ -24,6 +24,7 @@ BY_TYPE: dict[str, tuple[str, ...]] = {
     "int": ("x", "1.5", ""),
     "float": ("x", "nan", "inf", "-inf", ""),
     "folder": ("", "/dev/null", "/dev/null/sub", "/proc/self/new"),
+    "cache_folder": ("", "/dev/null", "/dev/null/sub"),  # may be read-only: the catalog may be there already
     "out_file": ("", "/tmp", "/dev/null", "/proc/self/x.jsonl"),
     "in_file": ("", "/dev/zero", "/tmp", "/nonexistent/file"),
     "server_url": ("notaurl", "", "http://127.0.0.1:99999", "ftp://127.0.0.1:5700", "http://:5700"),

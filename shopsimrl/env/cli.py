@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from shopsimrl.argtypes import MAX_PORT, folder, in_file, int_range, number
+from shopsimrl.argtypes import MAX_PORT, cache_folder, in_file, int_range, number
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS, ProgressFn
 from shopsimrl.env.defaults import (
     DEFAULT_ACTION_LIMIT,
@@ -31,7 +31,7 @@ def _catalog_args(parser: argparse.ArgumentParser) -> None:
                         help=f"catalog size (default {DEFAULT_PRODUCTS:,}, max {MAX_PRODUCTS:,})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"catalog seed (default {DEFAULT_SEED})")
     parser.add_argument("--tasks", type=int_range(1), default=None, help="number of tasks (default products/10, <= 2000)")
-    parser.add_argument("--cache-dir", type=folder, default=None,
+    parser.add_argument("--cache-dir", type=cache_folder, default=None,
                         help="where catalogs are cached (default $SHOPSIMRL_CACHE or ~/.cache/shopsimrl)")
 
 

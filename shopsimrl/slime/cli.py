@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
-from shopsimrl.argtypes import folder, in_file, int_range, out_file, server_url
+from shopsimrl.argtypes import cache_folder, in_file, int_range, out_file, server_url
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
 
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
                              "$SHOPSIM_ENV_TOKEN_FILE, if set)")
     export.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=None, help="in-process catalog size")
     export.add_argument("--seed", type=int, default=None, help="in-process catalog seed")
-    export.add_argument("--cache-dir", type=folder, default=None, help="in-process catalog cache directory")
+    export.add_argument("--cache-dir", type=cache_folder, default=None, help="in-process catalog cache directory")
     export.set_defaults(handler=_export)
 
     train = subparsers.add_parser(
