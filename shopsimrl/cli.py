@@ -32,7 +32,9 @@ _SCRIPTS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shopsimrl", description="ShopSimRL: dynamic sampling for GRPO on slime.")
+    from shopsimrl.argtypes import OneLineParser  # sub-command parsers inherit its one-line errors
+
+    parser = OneLineParser(prog="shopsimrl", description="ShopSimRL: dynamic sampling for GRPO on slime.")
     parser.add_argument("--version", action="version", version=f"shopsimrl {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in _PARTS:
@@ -58,7 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"shopsimrl {words[0]}: interrupted", file=sys.stderr, flush=True)
             return 130
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a value refused while parsing (one line on stderr)
+        return exc.code if isinstance(exc.code, int) else 2
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

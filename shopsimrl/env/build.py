@@ -5,16 +5,27 @@ size builds another file and an existing one is simply reused.  The build writes
 to a hidden temporary file in the cache folder and renames it only once complete,
 so a crash never leaves a half-built database behind; a lock file keeps two
 processes from building the same catalog at once.
+
+A cache can still be damaged afterwards (a full disk, a copy cut short, a stray
+write), so the build also writes the file's SHA-256 next to it (``<name>.sha256``,
+in ``sha256sum`` format) and every later use checks it first: a damaged or
+unchecked file is rebuilt, with a message, instead of serving wrong products.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
+import functools
+import hashlib
 import json
 import os
 import random
+import re
 import secrets
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,12 +41,24 @@ from shopsimrl.env.text import query_tokens
 from shopsimrl.io import open_lock_file
 
 SCHEMA_VERSION = 1
+MIN_PRODUCTS = 10  # fewer leave no family of look-alikes and too few tasks
 MAX_PRODUCTS = 1_000_000
 SPLIT_SHARES = (0.8, 0.1, 0.1)
 CACHE_ENV_VAR = "SHOPSIMRL_CACHE"
 _CHUNK = 5_000
 
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be used or built (damaged, no checksum, a full disk); the message says what to do."""
+
+
+class BuildCancelled(Exception):
+    """The build was cancelled (``cancel`` set): its temporary file is removed, the cache left as it was."""
+
+
+_CANCEL_CHECK_OPS = 16_384  # SQLite VM steps between two looks at ``cancel`` (well under a millisecond)
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -84,38 +107,118 @@ def split_quotas(n_tasks: int) -> dict[str, int]:
 
 def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
                   cache_dir: str | os.PathLike[str] | None = None, *, tasks: int | None = None,
-                  force: bool = False, progress: ProgressFn | None = None) -> Path:
-    """Return the path of the catalog database for (products, seed), building it when missing."""
-    if not 10 <= products <= MAX_PRODUCTS:
-        raise ValueError(f"products must be within 10..{MAX_PRODUCTS}, got {products}")
+                  force: bool = False, progress: ProgressFn | None = None,
+                  cancel: threading.Event | None = None) -> Path:
+    """Return the path of the catalog database for (products, seed), building it when missing or damaged.
+
+    ``cancel``: set it (from another thread) to stop a build within a fraction of a second
+    (:class:`BuildCancelled`).  A build that fails (a full disk) raises :class:`CatalogError`.
+    """
+    if not MIN_PRODUCTS <= products <= MAX_PRODUCTS:
+        raise ValueError(f"products must be within {MIN_PRODUCTS}..{MAX_PRODUCTS}, got {products}")
     n_tasks = default_task_count(products) if tasks is None else tasks
     path = catalog_path(products, seed, cache_dir, tasks=n_tasks)
-    if path.exists() and not force:
+    if not force and _usable(path):
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CatalogError(f"cannot make the catalog folder {path.parent} ({exc.strerror or exc}): choose another "
+                           f"folder (--cache-dir or ${CACHE_ENV_VAR})") from exc
+    if not os.access(path.parent, os.W_OK | os.X_OK):  # read-only (root too: EROFS) or not ours
+        raise CatalogError(f"cannot write in the catalog folder {path.parent}: choose another folder "
+                           f"(--cache-dir or ${CACHE_ENV_VAR})")
     with os.fdopen(open_lock_file(path.with_name(f".{path.name}.lock")), "rb") as lock:  # no symlink followed
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if path.exists() and not force:
+        if not force and _usable(path, say=True):
             return path  # built by another process while we waited
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # we hold the lock: no build of ours is running
+            stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
-            _write_database(tmp, products, seed, n_tasks, progress)
+            _write_database(tmp, products, seed, n_tasks, progress, cancel or threading.Event())
+            _write_checksum(path, _sha256(tmp))  # a checksum without its file fails the check: rebuilt
             os.replace(tmp, path)
+        except (OSError, sqlite3.Error) as exc:
+            if cancel is not None and cancel.is_set():
+                raise BuildCancelled() from None
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise CatalogError(f"cannot build the catalog in {path.parent} ({reason}): free some space there or "
+                               f"choose another folder (--cache-dir or ${CACHE_ENV_VAR})") from exc
         finally:
             tmp.unlink(missing_ok=True)
     return path
 
 
-def _write_database(path: Path, products: int, seed: int, n_tasks: int, progress: ProgressFn | None) -> None:
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def rebuild_command(path: Path) -> str:
+    """The command that rebuilds the catalog file ``path`` (its name says seed, products and tasks)."""
+    found = re.fullmatch(r"shopsim-v\d+-seed(-?\d+)-p(\d+)-t(\d+)\.sqlite", path.name)
+    what = f"--products {found[2]} --seed {found[1]} --tasks {found[3]} " if found else ""
+    return f"shopsimrl env build {what}--cache-dir {path.parent} --force"
+
+
+def verify_catalog(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`CatalogError` unless ``path`` matches the SHA-256 its build wrote next to it."""
+    path = Path(path)
+    try:
+        expected = checksum_path(path).read_text(encoding="ascii").split()[0]
+    except (OSError, UnicodeDecodeError, IndexError):
+        raise CatalogError(f"the catalog {path} has no checksum (built by an older shopsimrl, or the build was "
+                           f"cut short): rebuild it with: {rebuild_command(path)}") from None
+    try:
+        actual = _sha256(path)
+    except OSError as exc:
+        raise CatalogError(f"the catalog {path} cannot be read ({exc.strerror or exc}): rebuild it with: "
+                           f"{rebuild_command(path)}") from None
+    if actual != expected:
+        raise CatalogError(f"the catalog {path} is damaged (its SHA-256 is not the one written when it was built): "
+                           f"rebuild it with: {rebuild_command(path)}")
+
+
+def _usable(path: Path, *, say: bool = False) -> bool:
+    """True when ``path`` exists and passes :func:`verify_catalog`; ``say``: tell stderr why it is rebuilt."""
+    if not path.exists():
+        return False
+    try:
+        verify_catalog(path)
+    except CatalogError as exc:
+        if say:
+            reason = str(exc).split(": rebuild it with:")[0]
+            print(f"shopsimrl: {reason}; rebuilding it", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_checksum(path: Path, hexdigest: str) -> None:
+    from shopsimrl.io import atomic_write_text
+
+    atomic_write_text(checksum_path(path), f"{hexdigest}  {path.name}\n")
+
+
+def _write_database(path: Path, products: int, seed: int, n_tasks: int, progress: ProgressFn | None,
+                    cancel: threading.Event) -> None:
     started = time.perf_counter()
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.set_progress_handler(cancel.is_set, _CANCEL_CHECK_OPS)  # True interrupts the statement running
     try:
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-262144"):
             conn.execute(f"PRAGMA {pragma}")
         conn.execute("BEGIN")
         for statement in _SCHEMA:
             conn.execute(statement)
-        candidates = _insert_products(conn, products, seed, n_tasks, progress)
+        candidates = _insert_products(conn, products, seed, n_tasks, progress, cancel)
         if progress:
             progress("index", 0, 1)
         conn.execute("INSERT INTO search_index (search_index) VALUES ('optimize')")
@@ -123,7 +226,7 @@ def _write_database(path: Path, products: int, seed: int, n_tasks: int, progress
         conn.execute("COMMIT")
         if progress:
             progress("index", 1, 1)
-        task_rows, rejected = _select_tasks(path, candidates, seed, n_tasks, progress)
+        task_rows, rejected = _select_tasks(path, candidates, seed, n_tasks, progress, cancel)
         counts = {split: sum(1 for row in task_rows if row[1] == split) for split in SPLITS}
         from shopsimrl import __version__
 
@@ -143,9 +246,11 @@ def _write_database(path: Path, products: int, seed: int, n_tasks: int, progress
         os.fsync(handle.fileno())
 
 
-def _chunks(items: Iterator[Product], size: int) -> Iterator[list[Product]]:
+def _chunks(items: Iterator[Product], size: int, cancel: threading.Event) -> Iterator[list[Product]]:
     chunk: list[Product] = []
     for item in items:
+        if not item.rowid % 256 and cancel.is_set():
+            raise BuildCancelled()
         chunk.append(item)
         if len(chunk) == size:
             yield chunk
@@ -155,13 +260,13 @@ def _chunks(items: Iterator[Product], size: int) -> Iterator[list[Product]]:
 
 
 def _insert_products(conn: sqlite3.Connection, products: int, seed: int, n_tasks: int,
-                     progress: ProgressFn | None) -> list[Product]:
+                     progress: ProgressFn | None, cancel: threading.Event) -> list[Product]:
     """Insert every product and its index row; return the sampled goal candidates."""
     picker = random.Random(f"shopsim-candidates-{seed}")
     share = min(1.0, 3.0 * n_tasks / products)
     candidates: list[Product] = []
     done = 0
-    for chunk in _chunks(CatalogGenerator(seed).products(products), _CHUNK):
+    for chunk in _chunks(CatalogGenerator(seed).products(products), _CHUNK, cancel):
         conn.executemany(_INSERT_PRODUCT, [p.to_row() for p in chunk])
         conn.executemany(_INSERT_FTS, [(p.rowid, *p.search_columns()) for p in chunk])
         candidates.extend(p for p in chunk if picker.random() < share)
@@ -179,7 +284,7 @@ def _draft(product: Product, seed: int) -> tuple[dict[str, Any], str] | None:
 
 
 def _select_tasks(path: Path, candidates: list[Product], seed: int, n_tasks: int,
-                  progress: ProgressFn | None) -> tuple[list[tuple], int]:
+                  progress: ProgressFn | None, cancel: threading.Event) -> tuple[list[tuple], int]:
     """Draw goals from candidates, in order, until every split's quota is met.
 
     A goal is kept only when its instruction, used verbatim as the search query,
@@ -194,6 +299,7 @@ def _select_tasks(path: Path, candidates: list[Product], seed: int, n_tasks: int
     def solvable(draft: tuple[dict[str, Any], str], rowid: int) -> bool:
         if not hasattr(local, "conn"):
             local.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            local.conn.set_progress_handler(cancel.is_set, _CANCEL_CHECK_OPS)
             local.bounds = TermBounds.load(local.conn)
             opened.append(local.conn)
         return rowid in ranked_search(local.conn, query_tokens(draft[1]), local.bounds, MAX_HITS)
@@ -206,6 +312,8 @@ def _select_tasks(path: Path, candidates: list[Product], seed: int, n_tasks: int
     with ThreadPoolExecutor(max_workers=2) as pool:
         try:
             while pending and any(made[s] < quotas[s] for s in SPLITS):
+                if cancel.is_set():
+                    raise BuildCancelled()
                 batch, pending = pending[:256], pending[256:]
                 batch = [p for p in batch if made[p.split] < quotas[p.split]]
                 drafts = [(p, _draft(p, seed)) for p in batch]
@@ -227,3 +335,21 @@ def _select_tasks(path: Path, candidates: list[Product], seed: int, n_tasks: int
             for conn in opened:
                 conn.close()
     return rows, rejected
+
+
+async def build_catalog_async(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
+                              cache_dir: str | os.PathLike[str] | None = None, **options: Any) -> Path:
+    """:func:`build_catalog` on a worker thread, for an event loop.  Cancelling the awaiting task stops the
+    build at its next check and waits for it (a fraction of a second) so its temporary file is gone before
+    the cancellation goes on; asyncio alone would leave the thread building to the end."""
+    cancel = threading.Event()
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, functools.partial(build_catalog, products, seed, cache_dir,
+                                                          cancel=cancel, **options))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        cancel.set()
+        with contextlib.suppress(BaseException):
+            await future
+        raise

@@ -7,7 +7,8 @@ import sys
 import time
 from typing import Any
 
-from shopsimrl.env.build import MAX_PRODUCTS, ProgressFn
+from shopsimrl.argtypes import MAX_PORT, cache_folder, in_file, int_range, number
+from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS, ProgressFn
 from shopsimrl.env.defaults import (
     DEFAULT_ACTION_LIMIT,
     DEFAULT_HOST,
@@ -17,17 +18,20 @@ from shopsimrl.env.defaults import (
     DEFAULT_SEED,
     DEFAULT_SLOTS,
     KEEP_ALIVE,
+    MAX_SLOTS,
 )
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
 _STAGES = {"products": "products", "index": "search index", "tasks": "tasks (verified by search)"}
 
 
 def _catalog_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS,
+    parser.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=DEFAULT_PRODUCTS,
                         help=f"catalog size (default {DEFAULT_PRODUCTS:,}, max {MAX_PRODUCTS:,})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"catalog seed (default {DEFAULT_SEED})")
-    parser.add_argument("--tasks", type=int, default=None, help="number of tasks (default products/10, <= 2000)")
-    parser.add_argument("--cache-dir", default=None,
+    parser.add_argument("--tasks", type=int_range(1), default=None, help="number of tasks (default products/10, <= 2000)")
+    parser.add_argument("--cache-dir", type=cache_folder, default=None,
                         help="where catalogs are cached (default $SHOPSIMRL_CACHE or ~/.cache/shopsimrl)")
 
 
@@ -38,31 +42,31 @@ def register(subparsers: Any) -> None:
 
     serve = sub.add_parser("serve", help="serve the env over HTTP")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    serve.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help=f"concurrent episodes (default {DEFAULT_SLOTS})")
-    serve.add_argument("--action-limit", type=int, default=DEFAULT_ACTION_LIMIT,
+    serve.add_argument("--port", type=int_range(1, MAX_PORT), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    serve.add_argument("--slots", type=int_range(1, MAX_SLOTS), default=DEFAULT_SLOTS, help=f"concurrent episodes (default {DEFAULT_SLOTS})")
+    serve.add_argument("--action-limit", type=int_range(1), default=DEFAULT_ACTION_LIMIT,
                        help=f"env steps per episode before the env ends it (default {DEFAULT_ACTION_LIMIT})")
-    serve.add_argument("--lease-ttl", type=float, default=DEFAULT_IDLE_TIMEOUT,
+    serve.add_argument("--lease-ttl", type=number(above=0), default=DEFAULT_IDLE_TIMEOUT,
                        help=f"seconds a lease may go unused before its slot is reclaimed (a client that vanished; "
                             f"default {DEFAULT_IDLE_TIMEOUT:g})")
-    serve.add_argument("--keep-alive", type=int, default=KEEP_ALIVE,
+    serve.add_argument("--keep-alive", type=int_range(1), default=KEEP_ALIVE,
                        help=f"seconds an idle connection stays open (default {KEEP_ALIVE}; keep it above the "
                             f"clients' 30 s)")
-    serve.add_argument("--log-level", default="warning")
-    serve.add_argument("--processes", type=int, default=1,
+    serve.add_argument("--log-level", default="warning", choices=LOG_LEVELS)
+    serve.add_argument("--processes", type=int_range(1), default=1,
                        help="server processes on consecutive ports from --port, over one catalog (default 1)")
-    serve.add_argument("--token-file", default=None,
+    serve.add_argument("--token-file", type=in_file, default=None,
                        help="file holding the shared bearer token (or $SHOPSIM_ENV_TOKEN / $SHOPSIM_ENV_TOKEN_FILE); "
                             "required when --host is not a loopback address")
     serve.add_argument("--insecure", action="store_true",
                        help="serve beyond loopback without a token (anyone on the network can drive episodes)")
     _catalog_args(serve)
-    serve.set_defaults(handler=_serve)
+    serve.set_defaults(handler=_catalog_refusals("serve", _serve))
 
     build = sub.add_parser("build", help="build (or find) the catalog database")
     _catalog_args(build)
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
-    build.set_defaults(handler=_build)
+    build.set_defaults(handler=_catalog_refusals("build", _build))
 
     from shopsimrl.env.cluster import register as register_ray_serve
 
@@ -72,7 +76,22 @@ def register(subparsers: Any) -> None:
     play.add_argument("--task", default=None, help="task id (default: a random task of --split)")
     play.add_argument("--split", default="train", choices=("train", "val", "test"))
     _catalog_args(play)
-    play.set_defaults(handler=_play)
+    play.set_defaults(handler=_catalog_refusals("play", _play))
+
+
+def _catalog_refusals(command: str, handler: Any) -> Any:
+    """``handler``, with a catalog that cannot be built or opened (a full disk, a damaged file) as one line, exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from shopsimrl.env.build import CatalogError
+
+        try:
+            return int(handler(args))
+        except CatalogError as exc:
+            print(f"shopsimrl env {command}: refused: {exc}", file=sys.stderr, flush=True)
+            return 2
+
+    return run
 
 
 def _with_progress(fn: Any, products: int) -> Any:
@@ -97,12 +116,17 @@ def _with_progress(fn: Any, products: int) -> Any:
 def _build(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from shopsimrl.env.build import build_catalog, catalog_path
+    from shopsimrl.env.build import CatalogError, build_catalog, catalog_path, verify_catalog
     from shopsimrl.env.store import CatalogStore
 
     console = Console(highlight=False, soft_wrap=True)
     target = catalog_path(args.products, args.seed, args.cache_dir, tasks=args.tasks)
     cached = target.exists() and not args.force
+    if cached:
+        try:
+            verify_catalog(target)
+        except CatalogError:
+            cached = False  # rebuilt below, with a message
     started = time.perf_counter()
     path = _with_progress(lambda cb: build_catalog(args.products, args.seed, args.cache_dir, tasks=args.tasks,
                                                    force=args.force, progress=cb), args.products)
@@ -143,8 +167,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.processes > 1 and not 1 <= args.port <= 65535 - args.processes + 1:
         return _refuse(f"--processes {args.processes} needs the ports --port..--port+{args.processes - 1}: "
                        f"give a --port between 1 and {65535 - args.processes + 1}")
-    if args.token_file and not token_file_is_private(args.token_file):
-        print(f"shopsimrl env serve: WARNING: the token file {args.token_file} is readable by other users "
+    token_file = _token_file_used(args.token_file)
+    if token_file and not token_file_is_private(token_file):
+        print(f"shopsimrl env serve: WARNING: the token file {token_file} is readable by other users "
               f"(chmod 600 it)", file=sys.stderr, flush=True)
     if not args.lease_ttl > 0 or args.keep_alive < 1:
         return _refuse(f"--lease-ttl must be > 0 and --keep-alive >= 1, got {args.lease_ttl:g} and {args.keep_alive}")
@@ -179,6 +204,20 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
+
+
+def _token_file_used(token_file: str | None) -> str | None:
+    """The file the token is read from: ``--token-file``, else ``$SHOPSIM_ENV_TOKEN_FILE`` when
+    ``$SHOPSIM_ENV_TOKEN`` is not set (the order of :func:`~shopsimrl.env.auth.load_token`)."""
+    import os
+
+    from shopsimrl.env.auth import TOKEN_ENV, TOKEN_FILE_ENV
+
+    if token_file:
+        return token_file
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return None
+    return os.environ.get(TOKEN_FILE_ENV, "").strip() or None
 
 
 def _serve_processes(args: argparse.Namespace, token: str | None) -> int:

@@ -22,7 +22,6 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -146,20 +145,23 @@ def start_ray_env_servers(per_node: int = 1, *, port: int = DEFAULT_PORT, host: 
 
 def register(sub: Any, catalog_args: Any) -> None:
     """Add ``ray-serve`` to the ``env`` sub-commands (called by env/cli.py)."""
+    from shopsimrl.argtypes import MAX_PORT, in_file, int_range, out_file
+    from shopsimrl.env.defaults import MAX_SLOTS
+
     p = sub.add_parser("ray-serve", help="start env servers on every node of a Ray cluster (needs shopsimrl[ray])")
-    p.add_argument("--per-node", type=int, default=1, help="env server processes per Ray node (default 1)")
+    p.add_argument("--per-node", type=int_range(1), default=1, help="env server processes per Ray node (default 1)")
     p.add_argument("--address", default="auto",
                    help="the Ray cluster (default 'auto': $RAY_ADDRESS or the local node's; 'local' starts one)")
     p.add_argument("--host", default=None, help="bind address (default: each node's IP, which needs a token)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--port", type=int_range(0, MAX_PORT), default=DEFAULT_PORT,
                    help=f"first port on each node (default {DEFAULT_PORT}; 0: any free port)")
-    p.add_argument("--slots", type=int, default=DEFAULT_SLOTS,
+    p.add_argument("--slots", type=int_range(1, MAX_SLOTS), default=DEFAULT_SLOTS,
                    help=f"concurrent episodes per server (default {DEFAULT_SLOTS})")
-    p.add_argument("--action-limit", type=int, default=DEFAULT_ACTION_LIMIT,
+    p.add_argument("--action-limit", type=int_range(1), default=DEFAULT_ACTION_LIMIT,
                    help=f"env steps per episode before the env ends it (default {DEFAULT_ACTION_LIMIT})")
-    p.add_argument("--token-file", default=None, help="the shared token (or $SHOPSIM_ENV_TOKEN / _FILE)")
+    p.add_argument("--token-file", type=in_file, default=None, help="the shared token (or $SHOPSIM_ENV_TOKEN / _FILE)")
     p.add_argument("--insecure", action="store_true", help="serve beyond loopback without a token")
-    p.add_argument("--urls-file", type=Path, default=None, help="also write the comma list of URLs here")
+    p.add_argument("--urls-file", type=out_file, default=None, help="also write the comma list of URLs here")
     catalog_args(p)
     p.set_defaults(handler=_ray_serve)
 

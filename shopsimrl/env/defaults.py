@@ -31,3 +31,7 @@ DEFAULT_SEED = 0
 
 #: Seconds an env client waits for one request (``HttpEnvClient``, ``EnvPool``, ``--env-timeout``).
 DEFAULT_CLIENT_TIMEOUT = 30.0
+
+#: The most slots one env server takes (``--slots``): each is a list entry made up front, so a typo of a few
+#: more zeros would be a MemoryError rather than a server.
+MAX_SLOTS = 100_000

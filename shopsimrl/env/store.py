@@ -35,16 +35,31 @@ class CatalogStore:
         self._connections: list[sqlite3.Connection] = []
         self._products: OrderedDict[int, Product] = OrderedDict()
         self._product_cache_size = product_cache_size
-        conn = self.connection()
-        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
         self._tasks: dict[str, Task] = {}
         self._task_product: dict[str, int] = {}
         self._splits: dict[str, list[str]] = {split: [] for split in SPLITS}
+        try:
+            self._load()
+        except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:  # malformed, truncated, foreign
+            self.close()
+            from shopsimrl.env.build import CatalogError, rebuild_command
+
+            raise CatalogError(f"the catalog {self.path} is damaged ({exc}): rebuild it with: "
+                               f"{rebuild_command(self.path)}") from None
+
+    def _load(self) -> None:
+        """Metadata and tasks, checked against each other (a damaged file fails here, not mid-run)."""
+        conn = self.connection()
+        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
         for task_id, split, instruction, goal, rowid in conn.execute(
                 "SELECT task_id, split, instruction, goal, product_rowid FROM tasks ORDER BY split, idx"):
             self._tasks[task_id] = Task(task_id=task_id, split=split, instruction=instruction, goal=json.loads(goal))
             self._task_product[task_id] = rowid
             self._splits[split].append(task_id)
+        (products,) = conn.execute("SELECT max(rowid) FROM products").fetchone()
+        if products != self.meta["products"] or len(self._tasks) != self.meta["tasks"]:
+            raise ValueError(f"it holds {products} products and {len(self._tasks)} tasks, its metadata says "
+                             f"{self.meta['products']} and {self.meta['tasks']}")
 
     # -- connections ---------------------------------------------------------------------
     def connection(self) -> sqlite3.Connection:

@@ -22,10 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shopsimrl.argtypes import OneLineParser, folder, in_file, int_range, number, server_url, server_urls
+from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT, DEFAULT_PRODUCTS
 from shopsimrl.env.defaults import DEFAULT_SEED as DEFAULT_CATALOG_SEED
 from shopsimrl.env.types import EnvClient, EnvError
-from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
+from shopsimrl.rollout.defaults import (
+    DEFAULT_EPISODE_CONCURRENCY,
+    DEFAULT_OUT,
+    DEFAULT_SEED,
+    DEFAULT_STEPS,
+    MAX_EPISODE_CONCURRENCY,
+)
 from shopsimrl.sampling import KnobError, SamplingKnobs, TooManyTechnicalFailures
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
 from shopsimrl.sampling.knobs import (
@@ -76,6 +84,11 @@ class DeprecatedFlag(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def _env_option(text: str) -> str:
+    """``--env``: the in-process env, or env server URLs (the same server never twice)."""
+    return IN_PROCESS if text.strip() == IN_PROCESS else server_urls(text)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 
@@ -87,29 +100,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     knobs = p.add_argument_group("dynamic-sampling knobs (docs/dynamic-sampling.md §1)")
-    knobs.add_argument("--rollout-batch-size", type=int, default=DEFAULT_ROLLOUT_BATCH_SIZE, help="groups kept per step")
-    knobs.add_argument("--n-samples-per-prompt", type=int, default=DEFAULT_N_SAMPLES_PER_PROMPT, help="siblings per group")
-    knobs.add_argument("--over-sampling-batch-size", type=int, default=DEFAULT_OVER_SAMPLING_BATCH_SIZE,
+    knobs.add_argument("--rollout-batch-size", type=int_range(1), default=DEFAULT_ROLLOUT_BATCH_SIZE, help="groups kept per step")
+    knobs.add_argument("--n-samples-per-prompt", type=int_range(1), default=DEFAULT_N_SAMPLES_PER_PROMPT, help="siblings per group")
+    knobs.add_argument("--over-sampling-batch-size", type=int_range(1), default=DEFAULT_OVER_SAMPLING_BATCH_SIZE,
                        help="groups submitted per wave")
-    knobs.add_argument("--global-batch-size", type=int, default=DEFAULT_GLOBAL_BATCH_SIZE,
+    knobs.add_argument("--global-batch-size", type=int_range(1), default=DEFAULT_GLOBAL_BATCH_SIZE,
                        help="episodes per optimizer update")
-    knobs.add_argument("--max-consecutive-failed-groups", type=int, default=DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    knobs.add_argument("--max-consecutive-failed-groups", type=int_range(1), default=DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
                        help="technical groups in a row that stop the run")
     run = p.add_argument_group("run")
-    run.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="rollout steps")
+    run.add_argument("--steps", type=int_range(1), default=DEFAULT_STEPS, help="rollout steps")
     run.add_argument("--seed", type=int, default=DEFAULT_SEED, help="task order, episode seeds and fault injection")
-    run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
+    run.add_argument("--out", type=folder, default=DEFAULT_OUT, help="output folder")
     run.add_argument("--name", default=None,
                      help="run name, a plain folder name (default: a timestamp and a random suffix)")
     run.add_argument("--overwrite", action="store_true", help="replace OUT/NAME if it holds a finished run")
-    run.add_argument("--env-timeout", type=float, default=DEFAULT_CLIENT_TIMEOUT,
+    run.add_argument("--env-timeout", type=number(above=0), default=DEFAULT_CLIENT_TIMEOUT,
                      help="seconds per env server request before it counts as a technical failure")
-    run.add_argument("--episode-concurrency", type=int, default=DEFAULT_EPISODE_CONCURRENCY,
+    run.add_argument("--episode-concurrency", type=int_range(1, MAX_EPISODE_CONCURRENCY), default=DEFAULT_EPISODE_CONCURRENCY,
                      help="episodes running at once, over all groups")
-    run.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS,
+    run.add_argument("--max-turns", type=int_range(1), default=DEFAULT_MAX_TURNS,
                      help="turns per episode (a turn is one policy reply); the episode then ends as action_limit")
     run.add_argument("--max-steps", type=int, dest="max_turns", action=DeprecatedFlag, replacement="--max-turns")
-    run.add_argument("--fault-rate", type=float, default=0.0,
+    run.add_argument("--fault-rate", type=number(0, 1), default=0.0,
                      help="probability that an env reset/step raises (injected technical failures)")
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                      help="live view on a terminal, plain log lines otherwise")
@@ -122,7 +135,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      default=DEFAULT_WAVE_MODE,
                      help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
                      "batch with informative groups plus --cushion, topped up after each completion")
-    sel.add_argument("--cushion", type=float, default=DEFAULT_CUSHION,
+    sel.add_argument("--cushion", type=number(), default=DEFAULT_CUSHION,
                      help="adaptive waves: expected informative groups kept in flight above the number missing; "
                      "negative keeps fewer (never fewer groups than are missing), so the fallback keeps more "
                      "zero-spread groups and fewer episodes are generated (default %(default)s)")
@@ -130,7 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="all: every group starts its n siblings at once (the seed); staged: K first, then the rest, "
                      "or a zero-std drop after K when the seed would drop the group and the prediction says the rest "
                      "would agree too (docs/dynamic-sampling.md R29)")
-    sel.add_argument("--stage-size", type=int, default=None,
+    sel.add_argument("--stage-size", type=int_range(1), default=None,
                      help="staged siblings: K, the siblings started first (default n_samples_per_prompt // 2)")
     sel.add_argument("--learning", action="store_true",
                      help="heuristic policy: grow more consistent on each task it trains on with spread, as a "
@@ -138,33 +151,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sel.add_argument("--no-timeline", dest="timeline", action="store_false",
                      help="do not draw each step's wave_timeline.png")
     env = p.add_argument_group("environment")
-    env.add_argument("--env", default=IN_PROCESS,
+    env.add_argument("--env", default=IN_PROCESS, type=_env_option,
                      help=f"'{IN_PROCESS}', the URL of a ShopSim env server (http://host:port), or several URLs "
                           "separated by commas (episodes go to the server with the most free slots)")
-    env.add_argument("--env-token-file", default=None,
+    env.add_argument("--env-token-file", default=None, type=in_file,
                      help="file holding the env servers' shared token (default: $SHOPSIM_ENV_TOKEN or "
                           "$SHOPSIM_ENV_TOKEN_FILE, if set)")
-    env.add_argument("--products", type=int, default=DEFAULT_PRODUCTS, help="catalog size of the in-process env")
+    env.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=DEFAULT_PRODUCTS, help="catalog size of the in-process env")
     env.add_argument("--catalog-seed", type=int, default=DEFAULT_CATALOG_SEED, help="catalog seed of the in-process env")
     pol = p.add_argument_group("policy")
     pol.add_argument("--policy", choices=("heuristic", "openai"), default="heuristic")
-    pol.add_argument("--openai-base-url", default=None, help="OpenAI-compatible server (openai policy)")
+    pol.add_argument("--openai-base-url", default=None, type=server_url, help="OpenAI-compatible server (openai policy)")
     pol.add_argument("--openai-model", default=None, help="model name (openai policy)")
     pol.add_argument("--openai-api-key-env", default=None, help="environment variable holding the API key")
-    pol.add_argument("--temperature", type=float, default=None)
-    pol.add_argument("--max-tokens", type=int, default=None, help="completion tokens per turn")
-    pol.add_argument("--request-timeout", type=float, default=None,
+    pol.add_argument("--temperature", type=number(0), default=None)
+    pol.add_argument("--max-tokens", type=int_range(1), default=None, help="completion tokens per turn")
+    pol.add_argument("--request-timeout", type=number(above=0), default=None,
                      help="seconds for a whole request, the complete answer included (openai policy)")
-    pol.add_argument("--top-p", type=float, default=None, help="nucleus sampling (openai policy)")
+    pol.add_argument("--top-p", type=number(0, 1), default=None, help="nucleus sampling (openai policy)")
     pol.add_argument("--send-seed", action="store_true", default=None,
                      help="send a sampling seed per request, derived from the episode seed (itself from --seed) and "
                           "the turn, so a server that honours seeds samples reproducibly (openai policy)")
     pol.add_argument("--extra-body", default=None, metavar="JSON",
                      help="JSON object merged into each request body, e.g. "
                           "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}' (openai policy)")
-    pol.add_argument("--system-prompt", type=Path, default=None, metavar="FILE",
+    pol.add_argument("--system-prompt", type=in_file, default=None, metavar="FILE",
                      help="file holding the system prompt (default: the built-in one; openai policy)")
-    pol.add_argument("--max-context-tokens", type=int, default=None,
+    pol.add_argument("--max-context-tokens", type=int_range(1), default=None,
                      help="prompt + completion tokens an episode may reach; beyond it the episode ends as "
                           "generation_length before the server refuses (openai policy)")
     wb = p.add_argument_group("Weights & Biases (optional)")
@@ -172,7 +185,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     wb.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")
     wb.add_argument("--wandb-project", default="shopsimrl")
     wb.add_argument("--wandb-group", default=None)
-    wb.add_argument("--wandb-dir", type=Path, default=None, help="W&B files (default: OUT/NAME)")
+    wb.add_argument("--wandb-dir", type=folder, default=None, help="W&B files (default: OUT/NAME)")
     p.set_defaults(handler=handle)
 
 
@@ -240,31 +253,17 @@ def _read_prompt(path: Path) -> str:
 
 
 def check_options(args: argparse.Namespace) -> None:
-    checks = (  # --steps, --episode-concurrency and --cushion: RolloutConfig checks them (config_from_args)
-        (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),
-        (0.0 <= args.fault_rate <= 1.0, f"--fault-rate is a probability within [0, 1], got {args.fault_rate}"),
-        (args.products >= 1, f"--products must be >= 1, got {args.products}"),
-        (math.isfinite(args.env_timeout) and args.env_timeout > 0,
-         f"--env-timeout must be a number of seconds > 0, got {args.env_timeout}"),
-        (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
-         f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
+    """What one value alone cannot show (each value is checked while parsing: argtypes)."""
+    checks = (
+        (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),  # --max-steps
         (not args.learning or args.policy == "heuristic",
          "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
          "--policy heuristic"),
+        (args.env != IN_PROCESS or args.env_token_file is None, "--env-token-file: used only with --env URL"),
     )
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
-    if args.env != IN_PROCESS:
-        from shopsimrl.env.pool import parse_env_urls
-
-        try:
-            parse_env_urls(args.env)
-        except ValueError as exc:
-            raise UsageError(f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers separated by "
-                             f"commas: {exc}") from exc
-    elif args.env_token_file is not None:
-        raise UsageError("--env-token-file: used only with --env URL")
 
 
 def config_from_args(args: argparse.Namespace, knobs: SamplingKnobs) -> RolloutConfig:
@@ -342,22 +341,35 @@ class _Interrupts:
 
 async def _interruptible(args: argparse.Namespace, config: RolloutConfig, options: dict[str, Any],
                          token: str | None) -> int:
+    from shopsimrl.env.build import CatalogError
+
     task = asyncio.current_task()
     assert task is not None
     with _Interrupts(task) as interrupts:
         try:
             return await _run(args, config, options, interrupts, token)
+        except CatalogError as exc:  # the in-process catalog cannot be built (a full disk) or opened
+            _stderr(f"shopsimrl rollout: refused: {exc}")
+            return EXIT_REFUSED
         except asyncio.CancelledError:
             if interrupts.signal is None:
                 raise
-            where = f"; partial step events in {interrupts.step_events}" if interrupts.step_events else ""
-            servers = interrupts.env.servers if interrupts.env is not None else None
-            lost = servers.unconfirmed_releases if servers is not None else 0
-            leases = (f"{lost} env leases could not be released (the env server did not answer; it reclaims "
-                      f"them after its --lease-ttl)" if lost else "its env leases released")
-            _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: the step was aborted and "
-                    f"{leases}{where}")
+            _stderr(f"shopsimrl rollout: interrupted by {interrupts.signal.name}: {_what_stopped(interrupts)}")
             return 128 + int(interrupts.signal)
+
+
+def _what_stopped(interrupts: _Interrupts) -> str:
+    """What the interrupt cut short, in words that match what had started."""
+    if interrupts.env is None:
+        return "before any step, while the env was being opened (a catalog build in progress stops, its " \
+               "temporary file removed); nothing was written"
+    if interrupts.step_events is None:
+        return "before any step started; no env lease was taken"
+    servers = interrupts.env.servers
+    lost = servers.unconfirmed_releases if servers is not None else 0
+    leases = (f"{lost} env leases could not be released (the env server did not answer; it reclaims "
+              f"them after its --lease-ttl)" if lost else "its env leases released")
+    return f"the step was aborted and {leases}; partial step events in {interrupts.step_events}"
 
 
 @dataclass(frozen=True)
@@ -388,13 +400,15 @@ async def _open_env(args: argparse.Namespace, token: str | None = None) -> Opene
 
         client = make_env_client(args.env, token=token, timeout=args.env_timeout)
         return OpenedEnv(client, client)
-    from shopsimrl.env import InProcessEnvClient, catalog_path, load_env
+    from shopsimrl.env import InProcessEnvClient, ShopSimEnv, catalog_path
+    from shopsimrl.env.build import build_catalog_async
 
     if not catalog_path(args.products, args.catalog_seed).exists():
         print(f"building the ShopSim catalog ({args.products} products, seed {args.catalog_seed}); "
               f"cached for later runs", flush=True)
+    path = await build_catalog_async(args.products, args.catalog_seed)  # a signal stops the build at once
     # one env slot per concurrent episode, so a reset never waits for a slot
-    env = await asyncio.to_thread(load_env, args.products, args.catalog_seed, slots=args.episode_concurrency)
+    env = await asyncio.to_thread(ShopSimEnv, path, slots=args.episode_concurrency)
     return OpenedEnv(InProcessEnvClient(env, owns_env=True), None)
 
 
@@ -476,7 +490,8 @@ async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: An
         try:
             result = await run_rollout(config, runner, task_ids, observer=view,
                                        on_step=logger.log if logger else None, extra_config=extra,
-                                       paths=paths, learner=policy.learn if args.learning else None)
+                                       paths=paths, learner=policy.learn if args.learning else None,
+                                       keep_reports=False)  # summary rows only: memory flat over steps
         except TooManyTechnicalFailures as exc:
             step_dir = Path(exc.trace_dir or paths.root)
             _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
@@ -492,7 +507,7 @@ async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: An
                     f"the step in {step.parent if step else paths.root} is incomplete (no metrics.json), "
                     f"earlier steps are whole. Free space (or fix the folder) and run again.")
             return EXIT_FAILED
-        view.summary(result.reports)
+        view.summary(result.rows)
     console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
     return EXIT_OK
 
@@ -553,9 +568,12 @@ def _last_step_events(root: Path) -> Path | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``shopsimrl rollout ...`` without the dispatcher (``argv`` excludes the word ``rollout``)."""
-    parser = argparse.ArgumentParser(prog="shopsimrl")
+    parser = OneLineParser(prog="shopsimrl")
     register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["rollout", *(argv or [])])
+    try:
+        args = parser.parse_args(["rollout", *(argv or [])])
+    except SystemExit as exc:  # a value refused while parsing: one line on stderr already
+        return exc.code if isinstance(exc.code, int) else 2
     return int(args.handler(args))
 
 

@@ -13,3 +13,6 @@ DEFAULT_SEED = 0
 DEFAULT_OUT = Path("runs")
 #: Episodes running at once, over all groups (``--episode-concurrency``).
 DEFAULT_EPISODE_CONCURRENCY = 64
+#: The most ``--episode-concurrency`` accepts: the in-process env gets one slot per concurrent episode, and a
+#: billion slots is a MemoryError, not a rollout (no wave comes near this many episodes).
+MAX_EPISODE_CONCURRENCY = 100_000

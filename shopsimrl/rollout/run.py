@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT,
 from shopsimrl.rollout.driver import RunContext, StepDriver, StepObserver
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
-from shopsimrl.rollout.report import StepReport
+from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Strategy, WaveMode
@@ -74,7 +74,8 @@ class RolloutResult:
     """A finished run: its folder and each step's report (the simulator's own is ``simulate.engine.RunResult``)."""
 
     paths: RunPaths
-    reports: list[StepReport]
+    reports: list[StepReport]  # empty unless run_rollout(keep_reports=True)
+    rows: list[Mapping[str, object]] = field(default_factory=list)  # one summary row per step, always
 
 
 async def run_rollout(
@@ -87,17 +88,21 @@ async def run_rollout(
     extra_config: dict[str, object] | None = None,
     paths: RunPaths | None = None,
     learner: Callable[[list[str]], None] | None = None,
+    keep_reports: bool = True,
 ) -> RolloutResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
     ``paths``: a run folder already prepared (and locked) by :func:`prepare_run_dir`, which the caller
-    unlocks; by default it is prepared here and unlocked when the run ends.
+    unlocks; by default it is prepared here and unlocked when the run ends.  ``keep_reports=False`` keeps
+    only each step's summary row (a report holds every group and event: 0.6 MB a step at the defaults),
+    so memory stays flat however many steps run; the step's files hold the rest.
     """
     if paths is None:
         paths = prepare_run_dir(config.out, config.name)
         try:
             return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
-                                     extra_config=extra_config, paths=paths, learner=learner)
+                                     extra_config=extra_config, paths=paths, learner=learner,
+                                     keep_reports=keep_reports)
         finally:
             paths.unlock()
     horizon = horizon_for_waves(config.waves)
@@ -134,9 +139,13 @@ async def run_rollout(
         staging=config.staging,
     )
     reports: list[StepReport] = []
+    rows: list[Mapping[str, object]] = []
     for k in range(1, config.steps + 1):
         report = await StepDriver(ctx, k).run()
-        reports.append(report)
+        rows.append(summary_row(report))
+        if keep_reports:
+            reports.append(report)
         if on_step is not None:
             on_step(report)
-    return RolloutResult(paths, reports)
+        del report  # not held while the next step runs
+    return RolloutResult(paths, reports, rows)

@@ -9,7 +9,7 @@ wave submitted, one every few seconds, one per finished step.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, Group
@@ -96,13 +96,14 @@ def plain_progress_line(p: StepProgress) -> str:
 SUMMARY_MIN_WIDTH = 150  # below this the table is drawn transposed (one column per step)
 
 
-def _cells(report: StepReport) -> list[str]:
-    row = summary_row(report)
+def _cells(step: StepReport | Mapping[str, Any]) -> list[str]:
+    row = step if isinstance(step, Mapping) else summary_row(step)
     return [("-" if row[key] is None else fmt.format(row[key])) for _t, key, fmt in SUMMARY_COLUMNS]
 
 
-def summary_table(reports: Sequence[StepReport], *, width: int = SUMMARY_MIN_WIDTH) -> Table:
-    """One row per step; on a narrow console, one column per step instead."""
+def summary_table(reports: Sequence[StepReport | Mapping[str, Any]], *, width: int = SUMMARY_MIN_WIDTH) -> Table:
+    """One row per step (a report, or its :func:`~shopsimrl.rollout.report.summary_row`); on a narrow console,
+    one column per step instead."""
     table = Table(title="rollout steps", header_style="bold")
     if width >= SUMMARY_MIN_WIDTH:
         for title, _key, _fmt in SUMMARY_COLUMNS:
@@ -112,7 +113,7 @@ def summary_table(reports: Sequence[StepReport], *, width: int = SUMMARY_MIN_WID
         return table
     table.add_column("step")
     for report in reports:
-        table.add_column(str(report.step), justify="right")
+        table.add_column(str(report["step"] if isinstance(report, Mapping) else report.step), justify="right")
     columns = [_cells(r) for r in reports]
     for i, (title, _key, _fmt) in enumerate(SUMMARY_COLUMNS[1:], start=1):
         table.add_row(title, *(cells[i] for cells in columns))
@@ -189,6 +190,6 @@ class RolloutView:
             f"aborted {len(report.aborted)}, waves {report.waves}"
         )
 
-    def summary(self, reports: Sequence[StepReport]) -> None:
+    def summary(self, reports: Sequence[StepReport | Mapping[str, Any]]) -> None:
         if reports:
             self.console.print(summary_table(reports, width=self.console.width))

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.argtypes import in_file, int_range
 from shopsimrl.sampling.knobs import (
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
@@ -39,11 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "deterministically, and print every decision.",
     )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("supply", nargs="?", type=Path, help="JSON list of [verdict, duration] or CSV with columns verdict,duration")
+    source.add_argument("supply", nargs="?", type=in_file, help="JSON list of [verdict, duration] or CSV with columns verdict,duration")
     source.add_argument("--example", choices=sorted(EXAMPLES), help="a built-in supply")
-    p.add_argument("--rollout-batch-size", type=int, default=DEFAULT_ROLLOUT_BATCH_SIZE)
-    p.add_argument("--over-sampling-batch-size", type=int, default=DEFAULT_OVER_SAMPLING_BATCH_SIZE)
-    p.add_argument("--max-consecutive-failed-groups", type=int, default=DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS)
+    p.add_argument("--rollout-batch-size", type=int_range(1), default=DEFAULT_ROLLOUT_BATCH_SIZE)
+    p.add_argument("--over-sampling-batch-size", type=int_range(1), default=DEFAULT_OVER_SAMPLING_BATCH_SIZE)
+    p.add_argument("--max-consecutive-failed-groups", type=int_range(1), default=DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS)
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     p.set_defaults(handler=run)
 
@@ -112,11 +113,11 @@ def run(args: argparse.Namespace) -> int:
             over_sampling_batch_size=args.over_sampling_batch_size,
             max_consecutive_failed_groups=args.max_consecutive_failed_groups,
         )
-    except (KnobError, ValueError, OSError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+    except (KnobError, ValueError, OSError) as exc:  # one line on stderr, as every command refuses
+        Console(stderr=True, soft_wrap=True).print(f"shopsimrl replay: [red]error:[/] {escape(str(exc))}")
         return 2
     except (SupplyExhausted, TooManyTechnicalFailures) as exc:
-        console.print(f"[red]{type(exc).__name__}:[/] {escape(str(exc))}")
+        Console(stderr=True, soft_wrap=True).print(f"shopsimrl replay: [red]{type(exc).__name__}:[/] {escape(str(exc))}")
         return 3
     if args.json:
         print(json.dumps({"summary": result.summary(), "kept": result.kept, "fallback": result.fallback,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from shopsimrl.argtypes import folder, int_range, number
+from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
 
 EXIT_OK, EXIT_REFUSED = 0, 2
 
@@ -17,22 +19,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "from every informative group, calibrated to the public release run; compare strategies side by side.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--steps", type=int, default=80, help="rollout steps per run")
+    p.add_argument("--steps", type=int_range(1), default=80, help="rollout steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one world per seed; medians are reported")
-    p.add_argument("--out", type=Path, default=Path("runs/simulate"), help="summary.json and the pictures go here")
-    p.add_argument("--timeline-step", type=int, default=40, help="step whose wave timeline is drawn")
+    p.add_argument("--out", type=folder, default="runs/simulate", help="summary.json and the pictures go here")
+    p.add_argument("--timeline-step", type=int_range(1), default=40, help="step whose wave timeline is drawn")
     staged = p.add_argument_group("staged siblings (docs/dynamic-sampling.md R29)")
     staged.add_argument("--siblings", choices=("all", "staged"), default="all",
                         help="staged: every strategy also runs with staged siblings (rows <strategy>+staged), and "
                         "every row is timed under the capacity model")
-    staged.add_argument("--stage-size", type=int, default=None, help="K, the siblings started first (default n/2)")
-    staged.add_argument("--capacity", type=float, default=None,
+    staged.add_argument("--stage-size", type=int_range(1), default=None, help="K, the siblings started first (default n/2)")
+    staged.add_argument("--capacity", type=number(0), default=None,
                         help="episodes the engine runs at full speed (default with --siblings staged: calibrated so "
                         "the seed's wave takes the release run's step time; otherwise no capacity model)")
     world = p.add_argument_group("world (defaults: the calibration to the release run)")
-    world.add_argument("--prompts", type=int, default=None)
-    world.add_argument("--eta-prompt", type=float, default=None, help="pass-rate logit gained by a prompt trained on")
-    world.add_argument("--eta-global", type=float, default=None, help="skill gained per informative group trained")
+    world.add_argument("--prompts", type=int_range(DEFAULT_OVER_SAMPLING_BATCH_SIZE, why=f"a wave submits "
+                                                   f"{DEFAULT_OVER_SAMPLING_BATCH_SIZE} distinct prompts"),
+                       default=None)
+    world.add_argument("--eta-prompt", type=number(0), default=None, help="pass-rate logit gained by a prompt trained on")
+    world.add_argument("--eta-global", type=number(0), default=None, help="skill gained per informative group trained")
     p.set_defaults(handler=handle)
 
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from typing import Any
 
+from shopsimrl.argtypes import cache_folder, in_file, int_range, out_file, server_url
+from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
 
 EXIT_REFUSED = 2
@@ -25,11 +27,15 @@ def register(subparsers: Any) -> None:
     data_commands = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
     export = data_commands.add_parser("export", help="write slime's prompt file (one task id per line)")
     export.add_argument("--split", default="train", choices=("train", "val", "test"))
-    export.add_argument("--out", default=DEFAULT_PROMPT_DATA, help=f"JSONL file to write, atomically (default {DEFAULT_PROMPT_DATA})")
-    export.add_argument("--env", default=None, metavar="URL", help="list tasks from this env server instead of in process")
-    export.add_argument("--products", type=int, default=None, help="in-process catalog size")
+    export.add_argument("--out", type=out_file, default=DEFAULT_PROMPT_DATA, help=f"JSONL file to write, atomically (default {DEFAULT_PROMPT_DATA})")
+    export.add_argument("--env", type=server_url, default=None, metavar="URL",
+                        help="list tasks from this env server instead of in process")
+    export.add_argument("--env-token-file", type=in_file, default=None,
+                        help="file holding the env server's token (default: $SHOPSIM_ENV_TOKEN or "
+                             "$SHOPSIM_ENV_TOKEN_FILE, if set)")
+    export.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=None, help="in-process catalog size")
     export.add_argument("--seed", type=int, default=None, help="in-process catalog seed")
-    export.add_argument("--cache-dir", default=None, help="in-process catalog cache directory")
+    export.add_argument("--cache-dir", type=cache_folder, default=None, help="in-process catalog cache directory")
     export.set_defaults(handler=_export)
 
     train = subparsers.add_parser(
@@ -62,6 +68,10 @@ def _export(args: argparse.Namespace) -> int:
         _stderr("shopsimrl data export: refused: --products/--seed/--cache-dir configure the in-process env; drop them with --env")
         return EXIT_REFUSED
 
+    if args.env is None and args.env_token_file is not None:
+        _stderr("shopsimrl data export: refused: --env-token-file: used only with --env URL")
+        return EXIT_REFUSED
+
     async def run() -> int:
         env = _open_env(args)
         try:
@@ -69,10 +79,15 @@ def _export(args: argparse.Namespace) -> int:
         finally:
             await env.aclose()
 
+    from shopsimrl.env.types import EnvError
+
     try:
         count = asyncio.run(run())
     except ValueError as exc:
         _stderr(f"shopsimrl data export: refused: {exc}")
+        return EXIT_REFUSED
+    except EnvError as exc:  # e.g. a server that refuses our token, or none at that URL
+        _stderr(f"shopsimrl data export: refused: the env server at {args.env} answers: [{exc.code}] {exc}")
         return EXIT_REFUSED
     print(f"wrote {count} {args.split} tasks to {args.out}")
     return 0
@@ -81,8 +96,9 @@ def _export(args: argparse.Namespace) -> int:
 def _open_env(args: argparse.Namespace) -> Any:
     if args.env is not None:
         from shopsimrl.env import HttpEnvClient
+        from shopsimrl.env.auth import load_token
 
-        return HttpEnvClient(args.env)
+        return HttpEnvClient(args.env, token=load_token(args.env_token_file))  # TokenError: a ValueError
     from shopsimrl.env import InProcessEnvClient, load_env
 
     options = {"products": args.products, "seed": args.seed, "cache_dir": args.cache_dir}

@@ -229,6 +229,8 @@ class TrainConfig:
             problems.append(f"SHOPSIM_ENV_URL={self.env_url!r}: {exc}")
         if self.max_turns < 1:
             problems.append(f"SHOPSIM_MAX_TURNS (turns per episode) must be >= 1, got {self.max_turns}")
+        if self.env_slots < 1:
+            problems.append(f"ENV_SLOTS (episodes at once per env server) must be >= 1, got {self.env_slots}")
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
         if self.selection not in STRATEGIES:

@@ -25,5 +25,5 @@ def test_a_malformed_supply_exits_2_with_a_message(tmp_path, capsys, name, text,
     supply = tmp_path / name
     supply.write_text(text, encoding="utf-8")
     assert main(["replay", str(supply)]) == 2
-    out = capsys.readouterr().out
-    assert says in " ".join(out.split()) and "Traceback" not in out
+    err = capsys.readouterr().err  # errors go to stderr, one line
+    assert says in " ".join(err.split()) and "Traceback" not in err

@@ -18,12 +18,12 @@ from shopsimrl.rollout import cli
         (["--global-batch-size", "60"], "choose a global batch size among"),
         (["--global-batch-size", "12", "--n-samples-per-prompt", "8", "--rollout-batch-size", "3",
           "--over-sampling-batch-size", "6"], "an optimizer update must hold whole groups"),
-        (["--max-consecutive-failed-groups", "0"], "must be >= 1"),
-        (["--rollout-batch-size", "0"], "rollout_batch_size must be >= 1"),
-        (["--steps", "0"], "steps must be >= 1, got 0"),
-        (["--fault-rate", "1.5"], "--fault-rate is a probability"),
-        (["--episode-concurrency", "0"], "episode concurrency must be >= 1, got 0"),
-        (["--env", "ftp://x"], "--env must be"),
+        (["--max-consecutive-failed-groups", "0"], "argument --max-consecutive-failed-groups: must be a whole number >= 1"),
+        (["--rollout-batch-size", "0"], "argument --rollout-batch-size: must be a whole number >= 1"),
+        (["--steps", "0"], "argument --steps: must be a whole number >= 1"),
+        (["--fault-rate", "1.5"], "argument --fault-rate: must be a finite number >= 0 and <= 1"),
+        (["--episode-concurrency", "0"], "argument --episode-concurrency: must be a whole number within 1..100000"),
+        (["--env", "ftp://x"], "argument --env: 'ftp://x' is not an http(s)://host:port URL"),
         (["--openai-model", "m"], "--openai-model: used only by --policy openai"),
     ],
 )
@@ -51,7 +51,7 @@ def test_wandb_missing_is_a_clear_refusal(tmp_path, capsys, no_work, monkeypatch
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1"])
 def test_a_non_finite_temperature_is_refused(tmp_path, capsys, no_work, value):
     assert cli.main(["--out", str(tmp_path), "--name", "r", f"--temperature={value}"]) == 2
-    assert "--temperature must be a finite number >= 0" in capsys.readouterr().err
+    assert "argument --temperature: must be a finite number >= 0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
 
@@ -65,7 +65,7 @@ def test_a_name_must_be_a_plain_name(tmp_path, capsys, no_work, name):
 def test_a_file_as_out_is_refused(tmp_path, capsys, no_work):
     (tmp_path / "f").write_text("x")
     assert cli.main(["--out", str(tmp_path / "f"), "--name", "r"]) == 2
-    assert "is a file, not a folder" in capsys.readouterr().err
+    assert "is not a folder" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits (tests/faults covers a read-only mount)")

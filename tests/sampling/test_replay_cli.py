@@ -22,11 +22,11 @@ def test_replay_reads_a_csv_supply(tmp_path, capsys):
 
 def test_replay_refuses_bad_knobs_with_exit_code_2(capsys):
     assert main(["replay", "--example", "spec4", "--over-sampling-batch-size", "8"]) == 2
-    assert "at least 16" in capsys.readouterr().out
+    assert "at least 16" in capsys.readouterr().err
 
 
 def test_replay_reports_the_stop_with_exit_code_3(tmp_path, capsys):
     supply = tmp_path / "s.json"
     supply.write_text(json.dumps([["technical", 1]] * 32), encoding="utf-8")
     assert main(["replay", str(supply)]) == 3
-    assert "TooManyTechnicalFailures" in capsys.readouterr().out
+    assert "TooManyTechnicalFailures" in capsys.readouterr().err

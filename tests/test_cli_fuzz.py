@@ -1,0 +1,233 @@
+"""Every sub-command over a table of bad values: one line on stderr and exit 2, never a traceback.
+
+The commands and their options are read from the real parser (``build_parser``), so an option
+added without a row here fails ``test_every_option_has_a_row``: give it its bad values, or say
+in ``NO_BAD_VALUE`` why any string is fine.  Values refused while parsing are checked on the
+parser alone (nothing can start); the few refused later, in the command (``Late``), run
+``main`` with every way to start work replaced by a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from shopsimrl.cli import build_parser, main
+
+# Values every option of a type gets without a row (the row adds the ones that need a meaning).
+BY_TYPE: dict[str, tuple[str, ...]] = {
+    "int": ("x", "1.5", ""),
+    "float": ("x", "nan", "inf", "-inf", ""),
+    "folder": ("", "/dev/null", "/dev/null/sub", "/proc/self/new"),
+    "cache_folder": ("", "/dev/null", "/dev/null/sub"),  # may be read-only: the catalog may be there already
+    "out_file": ("", "/tmp", "/dev/null", "/proc/self/x.jsonl"),
+    "in_file": ("", "/dev/zero", "/tmp", "/nonexistent/file"),
+    "server_url": ("notaurl", "", "http://127.0.0.1:99999", "ftp://127.0.0.1:5700", "http://:5700"),
+    "_env_option": ("notaurl", "", "http://127.0.0.1:99999", "http://127.0.0.1:0",
+                    "http://127.0.0.1:5700,http://localhost:5700", "http://127.0.0.1:5700,http://127.0.0.1:5700/"),
+}
+
+
+@dataclass(frozen=True)
+class Late:
+    """A bad value the command refuses itself (it needs other options, the catalog or the token)."""
+
+    value: str
+    extra: tuple[str, ...] = ()
+
+
+PRODUCTS = ("5", "9", "0", "-1", "2000000")
+CATALOG = {"--products": PRODUCTS, "--seed": (), "--tasks": ("0", "-5"), "--cache-dir": ()}
+SERVER = {"--port": ("0", "-1", "70000"), "--slots": ("0", "-3", "1000000000"), "--action-limit": ("0", "-1")}
+
+#: command -> option (or positional) -> bad values beyond BY_TYPE
+ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
+    "rollout": {
+        "--rollout-batch-size": ("0", "-1"),
+        "--n-samples-per-prompt": ("0",),
+        "--over-sampling-batch-size": ("0", Late("8")),  # smaller than --rollout-batch-size
+        "--global-batch-size": ("0", Late("60")),
+        "--max-consecutive-failed-groups": ("0",),
+        "--steps": ("0", "-1"),
+        "--seed": (),
+        "--out": (),
+        "--name": (Late("../x"), Late("a/b"), Late(".."), Late(""), Late("a" * 300)),
+        "--env-timeout": ("0", "-1"),
+        "--episode-concurrency": ("0", "1000000000"),
+        "--max-turns": ("0",),
+        "--max-steps": (Late("0"),),  # deprecated spelling: the refusal names --max-turns, after the warning
+        "--fault-rate": ("-0.1", "1.5"),
+        "--cushion": (),
+        "--env": ("ftp://x",),
+        "--env-token-file": (Late("/etc/hostname"),),  # without --env URL
+        "--products": PRODUCTS,
+        "--catalog-seed": (),
+        "--openai-base-url": (),
+        "--openai-model": (Late("m"),),  # only with --policy openai
+        "--openai-api-key-env": (Late("KEY"),),
+        "--temperature": ("-1",),
+        "--max-tokens": ("0",),
+        "--request-timeout": ("0",),
+        "--top-p": ("-0.5", "1.5"),
+        "--extra-body": (Late("notjson", ("--policy", "openai")), Late("[1]", ("--policy", "openai"))),
+        "--system-prompt": (),
+        "--max-context-tokens": ("0",),
+        "--wandb-dir": (),
+    },
+    "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2"),
+                  "--host": (Late("0.0.0.0"), Late("192.0.2.1")),  # beyond loopback without a token
+                  "--token-file": ()},
+    "env build": dict(CATALOG),
+    "env play": dict(CATALOG),
+    "env ray-serve": {**CATALOG, **SERVER, "--port": ("-1", "70000"), "--per-node": ("0",), "--token-file": (),
+                      "--urls-file": ()},
+    "replay": {"supply": (), "--rollout-batch-size": ("0",), "--over-sampling-batch-size": ("0", Late("4")),
+               "--max-consecutive-failed-groups": ("0",)},
+    "data export": {"--out": (), "--env": (), "--env-token-file": (Late("/etc/hostname"),),  # without --env
+                    "--products": PRODUCTS, "--seed": (), "--cache-dir": ()},
+    "simulate": {"--steps": ("0",), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
+                 "--prompts": ("0", "1", "31"), "--eta-prompt": ("-1",), "--eta-global": ("-1",)},
+}
+
+#: options any string suits, and why
+NO_BAD_VALUE: dict[str, dict[str, str]] = {
+    "rollout": {"--wandb-project": "a W&B project name", "--wandb-group": "a W&B group name"},
+    "env ray-serve": {"--address": "Ray resolves it (auto, local, host:port)",
+                      "--host": "each node's own address by default; a bad one fails on that node"},
+    "env play": {"--task": "a task id: play lists the split's tasks when it is unknown"},
+    "train": {"extra": "handed to slime's train.py verbatim after --"},
+}
+
+#: options that must come along for the command to parse (the second one of a mutually exclusive pair)
+BASE: dict[str, tuple[str, ...]] = {"replay": ("--example", "spec4")}
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield " ".join(path), parser
+        return
+    for name, child in subs[0].choices.items():
+        yield from _commands(child, (*path, name))
+
+
+def _takes_values(action: argparse.Action) -> bool:
+    return action.nargs != 0 and not isinstance(action, (argparse._HelpAction, argparse._VersionAction))
+
+
+def _options() -> dict[str, dict[str, argparse.Action]]:
+    return {command: {(a.option_strings[0] if a.option_strings else a.dest): a
+                      for a in parser._actions if _takes_values(a)}
+            for command, parser in _commands(build_parser())}
+
+
+def _cases() -> Iterator[tuple[str, str, str | Late]]:
+    for command, options in _options().items():
+        for option, action in options.items():
+            if option in NO_BAD_VALUE.get(command, {}):
+                continue
+            values: list[str | Late] = list(BY_TYPE.get(getattr(action.type, "__name__", ""), ()))
+            if action.choices is not None:
+                values.append("bogus-choice")
+            values += ROWS.get(command, {}).get(option, ())
+            for value in dict.fromkeys(values):
+                yield command, option, value
+
+
+CASES = list(_cases())
+
+
+def _argv(command: str, option: str, value: str, extra: tuple[str, ...] = ()) -> list[str]:
+    base = () if option in ("supply", "--example") else BASE.get(command, ())
+    given = [value] if not option.startswith("-") else [f"{option}={value}"] if value.startswith("-") else [option, value]
+    return [*command.split(), *base, *extra, *given]
+
+
+def test_every_option_has_a_row() -> None:
+    missing = [f"shopsimrl {command} {option}" for command, options in _options().items() for option in options
+               if option not in ROWS.get(command, {}) and option not in NO_BAD_VALUE.get(command, {})
+               and options[option].choices is None]
+    assert not missing, f"options without a row in ROWS (bad values) or NO_BAD_VALUE (why none): {missing}"
+    stale = [f"{c} {o}" for table in (ROWS, NO_BAD_VALUE) for c, rows in table.items() for o in rows
+             if o not in _options().get(c, {})]
+    assert not stale, f"rows for options that no longer exist: {stale}"
+
+
+def _one_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{err}"
+    return lines[0]
+
+
+@pytest.mark.parametrize(("command", "option", "value"), [c for c in CASES if not isinstance(c[2], Late)],
+                         ids=lambda v: repr(v)[:40] if isinstance(v, str) else str(v))
+def test_a_bad_value_is_one_line_and_exit_2_while_parsing(capsys, command, option, value) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(_argv(command, option, value))
+    assert exited.value.code == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"shopsimrl {command}: error: argument {option if option.startswith('-') else ''}"), line
+
+
+@pytest.fixture
+def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every way a command starts real work fails the test instead (replay's state machine is pure: it runs)."""
+
+    def forbidden(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the command started work although a value is bad")
+
+    async def forbidden_async(*_args: object, **_kwargs: object) -> None:
+        forbidden()
+
+    from shopsimrl.env import build, core, server
+    from shopsimrl.rollout import cli as rollout_cli
+    from shopsimrl.simulate import compare
+
+    monkeypatch.setattr(rollout_cli, "_open_env", forbidden_async)
+    for module, name in ((build, "build_catalog"), (core, "load_env"), (server, "serve"), (compare, "compare")):
+        monkeypatch.setattr(module, name, forbidden)
+
+
+@pytest.mark.parametrize(("command", "option", "value"), [c for c in CASES if isinstance(c[2], Late)],
+                         ids=str)
+def test_a_bad_value_the_command_checks_is_one_line_and_exit_2(capsys, no_work, tmp_path, monkeypatch,
+                                                              command, option, value) -> None:
+    monkeypatch.chdir(tmp_path)  # a default --out lands here, never in the checkout
+    for name in ("SHOPSIM_ENV_TOKEN", "SHOPSIM_ENV_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    code = main(_argv(command, option, value.value, value.extra))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    if option == "--max-steps":  # the deprecation warning comes first, then the one line
+        err = err.split("\n", 1)[1]
+    assert "refused" in _one_line(err) or "error" in err
+
+
+def test_a_real_process_prints_one_line_and_exits_2() -> None:
+    """The console entry point too (a parse error raises SystemExit inside; the process exits 2)."""
+    done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "rollout", "--products", "5"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert _one_line(done.stderr) == ("shopsimrl rollout: error: argument --products: must be a whole number within "
+                                      "10..1000000, got 5 (see shopsimrl rollout --help)")
+    assert done.stdout == ""
+
+
+def test_the_same_server_under_two_names_is_refused_and_distinct_ones_pass() -> None:
+    from shopsimrl.argtypes import server_urls
+
+    assert server_urls("http://127.0.0.1:5700, http://localhost:5701/") == "http://127.0.0.1:5700,http://localhost:5701"
+    with pytest.raises(argparse.ArgumentTypeError, match="are the same server"):
+        server_urls("http://localhost:5700,http://127.0.0.1:5700")
+
+
+def test_env_slots_zero_is_refused_by_train(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("ENV_SLOTS", "0")
+    assert main(["train", "--dry-run"]) == 2
+    assert "ENV_SLOTS (episodes at once per env server) must be >= 1, got 0" in capsys.readouterr().err
