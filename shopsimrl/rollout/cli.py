@@ -116,9 +116,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="adaptive waves: expected informative groups kept in flight above the number missing; "
                      "negative keeps fewer (never fewer groups than are missing), so the fallback keeps more "
                      "zero-spread groups and fewer episodes are generated (default %(default)s)")
-    sel.add_argument("--learning", action="store_true",
-                     help="heuristic policy: grow more consistent on each task it trains on with spread, as a "
-                     "trained model does (the zero-spread share rises over steps)")
     sel.add_argument("--no-timeline", dest="timeline", action="store_false",
                      help="do not draw each step's wave_timeline.png")
     env = p.add_argument_group("environment")
@@ -151,6 +148,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pol.add_argument("--max-context-tokens", type=int, default=None,
                      help="prompt + completion tokens an episode may reach; beyond it the episode ends as "
                           "generation_length before the server refuses (openai policy)")
+    from shopsimrl.learn.connect import add_arguments as add_learner_arguments
+
+    add_learner_arguments(p)  # --learner, --eval-every, --eval-samples, --resume (and the old --learning)
     wb = p.add_argument_group("Weights & Biases (optional)")
     wb.add_argument("--wandb", action="store_true", help="log each step's metrics to W&B")
     wb.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")
@@ -235,13 +235,13 @@ def check_options(args: argparse.Namespace) -> None:
         (args.env == IN_PROCESS or all(u.strip().startswith(("http://", "https://")) for u in args.env.split(",")),
          f"--env must be '{IN_PROCESS}' or http(s):// URLs of env servers (comma-separated), got {args.env!r}"),
         (math.isfinite(args.cushion), f"--cushion is a finite number of groups, got {args.cushion}"),
-        (not args.learning or args.policy == "heuristic",
-         "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
-         "--policy heuristic"),
     )
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
+    from shopsimrl.learn.connect import check_options as check_learner_options
+
+    check_learner_options(args)
     if args.env != IN_PROCESS:
         from shopsimrl.env.pool import parse_env_urls
 
@@ -269,7 +269,7 @@ def handle(args: argparse.Namespace) -> int:
 
         check_out_dir(args.out)
         if args.name is not None:
-            check_run_dir(args.out, args.name, overwrite=args.overwrite)
+            check_run_dir(args.out, args.name, overwrite=args.overwrite or args.resume)
         if args.wandb:
             from shopsimrl.rollout.tracking import import_wandb
 
@@ -356,7 +356,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
                interrupts: _Interrupts, token: str | None = None) -> int:
     from rich.console import Console
 
-    from shopsimrl.agent import make_policy
+    from shopsimrl.learn import connect as learning
     from shopsimrl.rollout.faults import FaultInjectingEnv
     from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
     from shopsimrl.rollout.run import RolloutConfig, default_run_name, run_rollout
@@ -364,7 +364,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     from shopsimrl.rollout.view import RolloutView
 
     try:
-        policy = make_policy(args.policy, **({**options, "learning": True} if args.learning else options))
+        policy = learning.make_learning_policy(args, options)
     except (TypeError, ValueError) as exc:
         _stderr(f"shopsimrl rollout: refused: policy {args.policy}: {exc}")
         return EXIT_REFUSED
@@ -417,10 +417,11 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
         runner = agent_runner(client, policy, max_turns=args.max_turns)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
-                 "learning": args.learning}
+                 **learning.run_fields(args)}
         try:
-            paths = prepare_run_dir(args.out, name, overwrite=args.overwrite)
-        except (RunDirError, OSError) as exc:
+            paths = prepare_run_dir(args.out, name, overwrite=args.overwrite, resume=args.resume)
+            learner_kwargs = await learning.start(args, policy, client, paths, config, task_ids, extra)
+        except (RunDirError, OSError, ValueError) as exc:
             _stderr(f"shopsimrl rollout: refused: {exc}")
             return EXIT_REFUSED
         if args.wandb:
@@ -436,7 +437,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
             try:
                 result = await run_rollout(config, runner, task_ids, observer=view,
                                            on_step=logger.log if logger else None, extra_config=extra,
-                                           paths=paths, learner=policy.learn if args.learning else None)
+                                           paths=paths, **learner_kwargs)
             except TooManyTechnicalFailures as exc:
                 step_dir = Path(exc.trace_dir or paths.root)
                 _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"

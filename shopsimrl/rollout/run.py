@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from shopsimrl.io import atomic_write_json
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
@@ -72,6 +73,9 @@ async def run_rollout(
     extra_config: dict[str, object] | None = None,
     paths: RunPaths | None = None,
     learner: Callable[[list[str]], None] | None = None,
+    after_batch: Callable[[int, list[dict[str, Any]]], Awaitable[dict[str, float]]] | None = None,
+    first_step: int = 1,
+    sampler: TaskSampler | None = None,
 ) -> RunResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
@@ -82,7 +86,8 @@ async def run_rollout(
         paths = prepare_run_dir(config.out, config.name)
         try:
             return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
-                                     extra_config=extra_config, paths=paths, learner=learner)
+                                     extra_config=extra_config, paths=paths, learner=learner,
+                                     after_batch=after_batch, first_step=first_step, sampler=sampler)
         finally:
             paths.unlock()
     uses_selector = config.selection != "seed" or config.waves == "adaptive"
@@ -104,7 +109,7 @@ async def run_rollout(
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
-        sampler=TaskSampler(task_ids, seed=config.seed),
+        sampler=sampler or TaskSampler(task_ids, seed=config.seed),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,
@@ -115,10 +120,11 @@ async def run_rollout(
         adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.cushion)
         if config.waves == "adaptive" else None,
         learner=learner,
+        after_batch=after_batch,
         timeline=config.timeline,
     )
     reports: list[StepReport] = []
-    for k in range(1, config.steps + 1):
+    for k in range(first_step, config.steps + 1):  # first_step > 1: a resumed run (shopsimrl.learn.resume)
         report = await StepDriver(ctx, k).run()
         reports.append(report)
         if on_step is not None:
