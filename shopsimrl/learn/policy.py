@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from shopsimrl.agent.heuristic import (
@@ -99,7 +99,7 @@ class LinearPolicy:
 class _LinearEpisode(_HeuristicEpisode):
     def __init__(self, task: Task, seed: int, weights: Mapping[str, tuple[float, ...]], greedy: bool,
                  decisions: list[Decision] | None) -> None:
-        super().__init__(replace(_OPTIONS), task, seed)
+        super().__init__(_OPTIONS, task, seed)
         self._weights = weights
         self._greedy = greedy
         self._decisions = decisions
