@@ -109,7 +109,7 @@ async def run_rollout(
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
-        sampler=sampler or TaskSampler(task_ids, seed=config.seed),
+        sampler=sampler if sampler is not None else TaskSampler(task_ids, seed=config.seed),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,
