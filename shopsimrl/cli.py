@@ -19,6 +19,7 @@ _PARTS: tuple[str, ...] = (
     "shopsimrl.sampling.cli",  # replay: the wave state machine on a supply of groups
     "shopsimrl.slime.cli",  # data export, train: slime integration
     "shopsimrl.simulate.cli",  # simulate: GPU-free training runs comparing selection strategies
+    "shopsimrl.learn.cli",  # compare: held-out success against generated episodes for several runs
 )
 
 

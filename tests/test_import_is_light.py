@@ -12,7 +12,7 @@ HEAVY = ("torch", "ray", "sglang", "slime", "transformers", "wandb", "matplotlib
     "module",
     ["shopsimrl", "shopsimrl.sampling", "shopsimrl.cli", "shopsimrl.env", "shopsimrl.agent", "shopsimrl.rollout",
      "shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.env.pool", "shopsimrl.env.cluster",
-     "shopsimrl.env.auth"],
+     "shopsimrl.env.auth", "shopsimrl.learn", "shopsimrl.learn.connect", "shopsimrl.learn.cli"],
 )
 def test_import_loads_no_heavy_dependency(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"

@@ -5,7 +5,9 @@ facts) and answers with one tool call per turn, exactly the ``search`` / ``click
 calls a model emits, so the episode loop, the protocol checker and the traces treat
 it like any model.  Every choice is a softmax over hand-made scores at a
 temperature: which instruction words go into the query, which result to open,
-whether a product is good enough, which option value to pick.  Siblings (same task,
+whether a product is good enough, which option value to pick.  Each choice is one method
+(``_keep_word``, ``_choose_result``, ``_accept``, ``_pick_value``), which the learned policy
+(:mod:`shopsimrl.learn.policy`) overrides with its own scores.  Siblings (same task,
 other seeds) therefore differ, and how much they differ depends on the task: a task
 whose product tops the results and whose options are spelled out is nearly always
 solved, one whose product hides among look-alikes or on a later page is often
@@ -185,8 +187,12 @@ class _HeuristicEpisode:
         memory.queries += 1
         memory.pages_seen = 0
         words = self._request.words
-        kept = [w for w in words if self._rng.random() < self._opts.keep_word] or words[-2:]
+        kept = [w for i, w in enumerate(words) if self._keep_word(i, w)] or words[-2:]
         return " ".join(kept)
+
+    def _keep_word(self, position: int, word: str) -> bool:
+        """Whether the instruction word at ``position`` goes into the query."""
+        return self._rng.random() < self._opts.keep_word
 
     def _on_results(self, state: Mapping[str, Any]) -> str:
         memory = self._memory
@@ -201,8 +207,12 @@ class _HeuristicEpisode:
                 memory.pages_seen += 1
                 return NEXT
             return BACK
+        return self._choose_result(products)["product_id"]
+
+    def _choose_result(self, products: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+        """Which of the results not yet opened to open (``products`` in page order)."""
         scores = [self._result_score(p, rank) for rank, p in enumerate(products)]
-        return self._sample(products, scores)["product_id"]
+        return self._sample(products, scores)
 
     def _result_score(self, product: Mapping[str, Any], rank: int) -> float:
         title = set(_WORD.findall(str(product.get("title", "")).lower()))
@@ -222,7 +232,7 @@ class _HeuristicEpisode:
             match = self._product_match(product)
             memory.inspected[product_id] = match
             settled = len(memory.inspected) >= self._opts.patience
-            if not settled and not self._coin(_ACCEPT_SLOPE * (match - self._opts.accept)):
+            if not settled and not self._accept(product, match):
                 return PREV
         missing = list(state.get("missing_axes", []))
         if missing:
@@ -232,6 +242,10 @@ class _HeuristicEpisode:
         return BUY
 
     # -- judgement ---------------------------------------------------------------------------
+    def _accept(self, product: Mapping[str, Any], match: float) -> bool:
+        """Whether a product just opened, before the shopper has settled, is good enough to buy."""
+        return self._coin(_ACCEPT_SLOPE * (match - self._opts.accept))
+
     def _product_match(self, product: Mapping[str, Any]) -> float:
         """Share of the instruction's words this product shows (title, attributes, bullets, options)."""
         parts = [str(product.get("title", "")), " ".join(product.get("attributes", [])),

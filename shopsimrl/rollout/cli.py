@@ -145,9 +145,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      "would agree too (docs/dynamic-sampling.md R29)")
     sel.add_argument("--stage-size", type=int_range(1), default=None,
                      help="staged siblings: K, the siblings started first (default n_samples_per_prompt // 2)")
-    sel.add_argument("--learning", action="store_true",
-                     help="heuristic policy: grow more consistent on each task it trains on with spread, as a "
-                     "trained model does (the zero-spread share rises over steps)")
     sel.add_argument("--no-timeline", dest="timeline", action="store_false",
                      help="do not draw each step's wave_timeline.png")
     env = p.add_argument_group("environment")
@@ -180,6 +177,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pol.add_argument("--max-context-tokens", type=int_range(1), default=None,
                      help="prompt + completion tokens an episode may reach; beyond it the episode ends as "
                           "generation_length before the server refuses (openai policy)")
+    from shopsimrl.learn.connect import add_arguments as add_learner_arguments
+
+    add_learner_arguments(p)  # --learner, --eval-every, --eval-samples, --resume (and the old --learning)
     wb = p.add_argument_group("Weights & Biases (optional)")
     wb.add_argument("--wandb", action="store_true", help="log each step's metrics to W&B")
     wb.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")
@@ -256,14 +256,17 @@ def check_options(args: argparse.Namespace) -> None:
     """What one value alone cannot show (each value is checked while parsing: argtypes)."""
     checks = (
         (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),  # --max-steps
-        (not args.learning or args.policy == "heuristic",
-         "--learning is a mode of the heuristic policy (a real model learns in the trainer): drop it or use "
-         "--policy heuristic"),
         (args.env != IN_PROCESS or args.env_token_file is None, "--env-token-file: used only with --env URL"),
     )
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
+    from shopsimrl.learn.connect import check_options as check_learner_options
+
+    try:
+        check_learner_options(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def config_from_args(args: argparse.Namespace, knobs: SamplingKnobs) -> RolloutConfig:
@@ -292,7 +295,7 @@ def handle(args: argparse.Namespace) -> int:
 
         check_out_dir(args.out)
         if args.name is not None:
-            check_run_dir(args.out, args.name, overwrite=args.overwrite)
+            check_run_dir(args.out, args.name, overwrite=args.overwrite or args.resume)
         if args.wandb:
             from shopsimrl.rollout.tracking import import_wandb
 
@@ -414,10 +417,10 @@ async def _open_env(args: argparse.Namespace, token: str | None = None) -> Opene
 
 def _make_policy(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     """Stage 1: the policy (refused: its options do not fit it)."""
-    from shopsimrl.agent import make_policy
+    from shopsimrl.learn.connect import make_learning_policy
 
     try:
-        return make_policy(args.policy, **({**options, "learning": True} if args.learning else options))
+        return make_learning_policy(args, options)
     except (TypeError, ValueError) as exc:
         raise Refused(f"policy {args.policy}: {exc}") from exc
 
@@ -466,13 +469,13 @@ def _prepare_outputs(args: argparse.Namespace, name: str) -> RunPaths:
     from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
 
     try:
-        return prepare_run_dir(args.out, name, overwrite=args.overwrite)
+        return prepare_run_dir(args.out, name, overwrite=args.overwrite, resume=args.resume)
     except (RunDirError, OSError) as exc:
         raise Refused(str(exc)) from exc
 
 
 async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: Any, task_ids: list[str],
-                     paths: RunPaths, interrupts: _Interrupts, policy: Any, logger: Any,
+                     paths: RunPaths, interrupts: _Interrupts, learner_kwargs: dict[str, Any], logger: Any,
                      extra: dict[str, Any]) -> int:
     """Stage 5: the steps, under the live view; each way a run can stop becomes its exit code and message."""
     from rich.console import Console
@@ -490,8 +493,8 @@ async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: An
         try:
             result = await run_rollout(config, runner, task_ids, observer=view,
                                        on_step=logger.log if logger else None, extra_config=extra,
-                                       paths=paths, learner=policy.learn if args.learning else None,
-                                       keep_reports=False)  # summary rows only: memory flat over steps
+                                       paths=paths, keep_reports=False,  # summary rows only: memory flat over steps
+                                       **learner_kwargs)
         except TooManyTechnicalFailures as exc:
             step_dir = Path(exc.trace_dir or paths.root)
             _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
@@ -515,6 +518,8 @@ async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: An
 async def _run(args: argparse.Namespace, config: RolloutConfig, options: dict[str, Any],
                interrupts: _Interrupts, token: str | None = None) -> int:
     """The run in named stages: policy, env and its slots, train tasks, run folder, tracking, steps."""
+    from shopsimrl.learn.connect import run_fields as learning_fields
+    from shopsimrl.learn.connect import start as start_learning
     from shopsimrl.rollout.faults import FaultInjectingEnv
     from shopsimrl.rollout.runner import agent_runner
 
@@ -540,14 +545,19 @@ async def _run(args: argparse.Namespace, config: RolloutConfig, options: dict[st
         runner = agent_runner(client, policy, max_turns=args.max_turns)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
-                 "learning": args.learning}
+                 **learning_fields(args)}
+        try:  # the learner's hooks, and --resume's position (refused: the run cannot be continued as asked)
+            learner_kwargs = await start_learning(args, policy, client, paths, config, task_ids, extra)
+        except ValueError as exc:
+            _stderr(f"shopsimrl rollout: refused: {exc}")
+            return EXIT_REFUSED
         if args.wandb:
             from shopsimrl.rollout.tracking import WandbLogger
 
             logger = WandbLogger(project=args.wandb_project, name=config.name, group=args.wandb_group,
                                  directory=args.wandb_dir or (args.out / config.name / "wandb"), mode=args.wandb_mode,
                                  config={**config.knobs.as_dict(), **extra, "seed": args.seed})
-        code = await _run_steps(args, config, runner, task_ids, paths, interrupts, policy, logger, extra)
+        code = await _run_steps(args, config, runner, task_ids, paths, interrupts, learner_kwargs, logger, extra)
         return code
     finally:
         if logger is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
@@ -182,6 +182,8 @@ class RunContext:
     waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
     cushion: float = DEFAULT_CUSHION  # adaptive waves: expected informative groups in flight above the missing
     learner: Callable[[list[str]], None] | None = None  # trained on these tasks' informative groups
+    # a learner trained on (step, batch rows) before the step's metrics are written; its metrics join the row
+    after_batch: Callable[[int, list[dict[str, Any]]], Awaitable[dict[str, float]]] | None = None
     timeline: bool = False  # draw each step's wave timeline into its folder
     staging: StagedSiblings | None = None  # staged siblings (opt-in); None: every group starts whole
 
@@ -271,10 +273,13 @@ class StepDriver:
             raise
         report = self._report()
         self._after_step(report)
-        write_batch(self.paths, batch_records(
+        rows = batch_records(
             [self.groups[i] for i in report.kept], self.decisions, step=self.step,
             n_samples_per_prompt=ctx.knobs.n_samples_per_prompt, global_batch_size=ctx.knobs.global_batch_size,
-        ))
+        )
+        write_batch(self.paths, rows)
+        if ctx.after_batch is not None:
+            report.metrics.update(await ctx.after_batch(self.step, rows))
         write_step_metrics(ctx.paths, self.paths, self.step, report.metrics)
         if observer:
             observer.step_finished(report, self.progress())

@@ -146,12 +146,14 @@ def check_run_dir(out: str | Path, name: str, *, overwrite: bool = False) -> Pat
     return root
 
 
-def prepare_run_dir(out: str | Path, name: str, *, overwrite: bool = False) -> RunPaths:
+def prepare_run_dir(out: str | Path, name: str, *, overwrite: bool = False, resume: bool = False) -> RunPaths:
     """Create and lock ``out/name`` for this run; the lock is held until :meth:`RunPaths.unlock`.
 
     Refused (:class:`RunDirError`) while another run holds the lock, for a foreign folder, and for a
-    previous run's folder unless ``overwrite`` (then its contents are replaced, under the lock).
+    previous run's folder unless ``overwrite`` (then its contents are replaced, under the lock) or
+    ``resume`` (then they are kept: the run continues, see :mod:`shopsimrl.learn.resume`).
     """
+    overwrite = overwrite or resume
     root = check_run_dir(out, name, overwrite=overwrite)
     created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
@@ -169,7 +171,7 @@ def prepare_run_dir(out: str | Path, name: str, *, overwrite: bool = False) -> R
     try:
         check_run_dir(out, name, overwrite=overwrite)  # again, now that no other run can change it
         for entry in root.iterdir():
-            if entry.name == LOCK_NAME:
+            if entry.name == LOCK_NAME or resume:
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)

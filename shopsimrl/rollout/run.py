@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from shopsimrl.io import atomic_write_json
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
@@ -24,7 +25,7 @@ from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Strategy, WaveMode
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.source import PromptSource, prompt_source
 from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, Siblings, StagedSiblings
 
 
@@ -89,6 +90,9 @@ async def run_rollout(
     paths: RunPaths | None = None,
     learner: Callable[[list[str]], None] | None = None,
     keep_reports: bool = True,
+    after_batch: Callable[[int, list[dict[str, Any]]], Awaitable[dict[str, float]]] | None = None,
+    first_step: int = 1,
+    source: PromptSource | None = None,
 ) -> RolloutResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
@@ -102,7 +106,8 @@ async def run_rollout(
         try:
             return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
                                      extra_config=extra_config, paths=paths, learner=learner,
-                                     keep_reports=keep_reports)
+                                     keep_reports=keep_reports, after_batch=after_batch,
+                                     first_step=first_step, source=source)
         finally:
             paths.unlock()
     horizon = horizon_for_waves(config.waves)
@@ -125,8 +130,8 @@ async def run_rollout(
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
-        source=prompt_source(config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed,
-                             explore_horizon_epochs=horizon),
+        source=source if source is not None else prompt_source(
+            config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, explore_horizon_epochs=horizon),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,
@@ -135,12 +140,13 @@ async def run_rollout(
         waves=config.waves,
         cushion=config.cushion,
         learner=learner,
+        after_batch=after_batch,
         timeline=config.timeline,
         staging=config.staging,
     )
     reports: list[StepReport] = []
     rows: list[Mapping[str, object]] = []
-    for k in range(1, config.steps + 1):
+    for k in range(first_step, config.steps + 1):  # first_step > 1: a resumed run (shopsimrl.learn.resume)
         report = await StepDriver(ctx, k).run()
         rows.append(summary_row(report))
         if keep_reports:

@@ -102,7 +102,7 @@ def test_cli_informative_adaptive_learning_on_the_in_process_env(tmp_path, cli_c
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--learning", "--policy", "openai", "--openai-base-url", "http://127.0.0.1:1", "--openai-model", "m"],
-     "--learning is a mode of the heuristic policy"),
+     "--learner heuristic is a mode of the heuristic policy"),
     (["--waves", "adaptive", "--cushion", "nan"], "--cushion"),
 ])
 def test_cli_refuses_bad_selection_options(tmp_path, capsys, argv, message):

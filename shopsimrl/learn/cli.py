@@ -1,0 +1,60 @@
+"""``shopsimrl compare``: several runs' held-out success against generated episodes (chart and table)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_REFUSED = 0, 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "compare",
+        help="held-out eval success against generated episodes for several runs (chart and table)",
+        description="Read each run folder's metrics.jsonl (runs made with --learner grpo --eval-every N) and draw "
+        "eval success against the episodes generated so far, one line per run; print the table.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run folders (OUT/NAME)")
+    p.add_argument("--chart", type=Path, default=Path("compare.png"), help="the PNG to write")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from shopsimrl.learn.compare import draw, read_run, table_rows
+
+    try:
+        curves = [read_run(run) for run in args.runs]
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"shopsimrl compare: refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    empty = [c.name for c in curves if not c.points]
+    if empty:
+        print(f"shopsimrl compare: refused: no evaluation in {', '.join(empty)} (run with --learner grpo "
+              f"--eval-every N)", file=sys.stderr)
+        return EXIT_REFUSED
+    rows = table_rows(curves)
+    table = Table(title="held-out eval (val split): sampled success; episodes = generated episodes")
+    for column in rows[0]:
+        table.add_column(column, justify="left" if column in ("run", "learner/selection/waves") else "right")
+    for row in rows:
+        table.add_row(*(_cell(column, value) for column, value in row.items()))
+    console = Console(width=160)
+    console.print(table)
+    console.print(f"chart: {draw(curves, args.chart)}", markup=False, highlight=False)
+    return EXIT_OK
+
+
+def _cell(column: str, value: object) -> str:
+    if value is None:
+        return "-"
+    if "success" in column or "greedy" in column:
+        return f"{float(value):.3f}"  # type: ignore[arg-type]
+    if "episodes" in column:
+        return f"{float(value):,.0f}"  # type: ignore[arg-type]
+    return str(value)

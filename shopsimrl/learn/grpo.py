@@ -1,0 +1,125 @@
+"""GRPO on the linear policy: the clipped surrogate over recorded decisions, its exact gradient, and Adam.
+
+The loss of one optimizer update is slime's policy loss with one decision standing for one
+token: per episode, the mean over its decisions of ``-min(r A, clip(r, 1 - eps, 1 + eps) A)``
+with ``r = exp(logp_now - logp_then)``; summed over the update's episodes and divided by
+``global_batch_size`` (a constant, so an episode with advantage 0 adds exactly nothing and
+dilutes nothing).  The first update of a step has ``r = 1``; the second sees the parameters
+the first moved, as in slime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from shopsimrl.learn.defaults import ADAM_BETAS, ADAM_EPS, EPS_CLIP, LEARNING_RATE
+from shopsimrl.learn.params import LAYOUT
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from shopsimrl.learn.policy import Decision
+
+
+def log_probs(theta: np.ndarray, decisions: Sequence[Decision]) -> tuple[np.ndarray, np.ndarray]:
+    """Each decision's log-probability under ``theta`` and its gradient (one row of ``LAYOUT.size`` each)."""
+    import numpy as np
+
+    logp = np.zeros(len(decisions))
+    grad = np.zeros((len(decisions), LAYOUT.size))
+    by_block: dict[str, list[int]] = {}
+    for i, d in enumerate(decisions):
+        by_block.setdefault(d.block, []).append(i)
+    for block, indices in by_block.items():
+        cols = LAYOUT.slice(block)
+        rows = np.array([row for i in indices for row in decisions[i].features], dtype=float)
+        sizes = np.array([len(decisions[i].features) for i in indices])
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        segment = np.repeat(np.arange(len(indices)), sizes)
+        scores = rows @ theta[cols]
+        top = np.maximum.reduceat(scores, starts)
+        e = np.exp(scores - top[segment])
+        z = np.add.reduceat(e, starts)
+        p = e / z[segment]
+        chosen = starts + np.array([decisions[i].chosen for i in indices])
+        logp[indices] = scores[chosen] - top - np.log(z)
+        grad[np.ix_(indices, range(cols.start, cols.stop))] = rows[chosen] - np.add.reduceat(p[:, None] * rows, starts)
+    return logp, grad
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One kept episode as the update sees it: its decisions and its GRPO advantage."""
+
+    decisions: Sequence[Decision]
+    advantage: float
+
+
+def surrogate(theta: np.ndarray, episodes: Sequence[Trajectory], global_batch_size: int,
+              eps_clip: float = EPS_CLIP) -> tuple[float, np.ndarray]:
+    """The update's loss and its gradient with respect to ``theta``."""
+    import numpy as np
+
+    decisions = [d for ep in episodes for d in ep.decisions]
+    grad = np.zeros(LAYOUT.size)
+    if not decisions:
+        return 0.0, grad
+    logp, dlogp = log_probs(theta, decisions)
+    old = np.array([d.logp for d in decisions])
+    adv = np.concatenate([np.full(len(ep.decisions), ep.advantage) for ep in episodes])
+    weight = np.concatenate([np.full(len(ep.decisions), 1.0 / len(ep.decisions)) for ep in episodes if ep.decisions])
+    ratio = np.exp(logp - old)
+    clipped = np.clip(ratio, 1.0 - eps_clip, 1.0 + eps_clip)
+    terms = np.minimum(ratio * adv, clipped * adv)
+    active = ratio * adv <= clipped * adv  # the unclipped side is the minimum: its gradient flows
+    loss = -float(np.sum(weight * terms)) / global_batch_size
+    grad = -(weight * active * adv * ratio) @ dlogp / global_batch_size
+    return loss, grad
+
+
+@dataclass
+class Adam:
+    """Adam (torch's defaults but the learning rate); ``t`` counts the updates taken."""
+
+    lr: float = LEARNING_RATE
+    betas: tuple[float, float] = ADAM_BETAS
+    eps: float = ADAM_EPS
+    t: int = 0
+    m: list[float] = field(default_factory=lambda: [0.0] * LAYOUT.size)
+    v: list[float] = field(default_factory=lambda: [0.0] * LAYOUT.size)
+
+    def step(self, theta: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        b1, b2 = self.betas
+        self.t += 1
+        m = b1 * np.asarray(self.m) + (1 - b1) * grad
+        v = b2 * np.asarray(self.v) + (1 - b2) * grad * grad
+        self.m, self.v = m.tolist(), v.tolist()
+        m_hat = m / (1 - b1**self.t)
+        v_hat = v / (1 - b2**self.t)
+        return theta - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+
+
+def train(theta: np.ndarray, adam: Adam, updates: Sequence[Sequence[Trajectory]],
+          global_batch_size: int) -> tuple[np.ndarray, dict[str, float]]:
+    """One step's optimizer updates in order; returns the new parameters and the step's train metrics.
+
+    ``train/loss`` and ``train/grad_norm`` are means over the step's updates (each taken before its
+    Adam step); ``train/optimizer_updates`` counts them.
+    """
+    import numpy as np
+
+    losses, norms = [], []
+    for episodes in updates:
+        loss, grad = surrogate(theta, episodes, global_batch_size)
+        theta = adam.step(theta, grad)
+        losses.append(loss)
+        norms.append(float(np.linalg.norm(grad)))
+    return theta, {
+        "train/optimizer_updates": float(len(updates)),
+        "train/loss": float(np.mean(losses)) if losses else 0.0,
+        "train/grad_norm": float(np.mean(norms)) if norms else 0.0,
+    }
