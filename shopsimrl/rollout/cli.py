@@ -357,6 +357,7 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
     from rich.console import Console
 
     from shopsimrl.agent import make_policy
+    from shopsimrl.rollout.clusters import task_categories
     from shopsimrl.rollout.faults import FaultInjectingEnv
     from shopsimrl.rollout.outputs import RunDirError, prepare_run_dir
     from shopsimrl.rollout.run import RolloutConfig, default_run_name, run_rollout
@@ -434,9 +435,12 @@ async def _run(args: argparse.Namespace, knobs: SamplingKnobs, options: dict[str
                       f"policy {args.policy}, env {args.env})", markup=False, highlight=False)
         with RolloutView(console, live=live) as view:
             try:
+                clusters = await task_categories(env, task_ids) if config.selection != "seed" or \
+                    config.waves == "adaptive" else None  # ShopSim's categories: the selector's clusters
                 result = await run_rollout(config, runner, task_ids, observer=view,
                                            on_step=logger.log if logger else None, extra_config=extra,
-                                           paths=paths, learner=policy.learn if args.learning else None)
+                                           paths=paths, learner=policy.learn if args.learning else None,
+                                           clusters=clusters)
             except TooManyTechnicalFailures as exc:
                 step_dir = Path(exc.trace_dir or paths.root)
                 _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,17 +72,19 @@ async def run_rollout(
     extra_config: dict[str, object] | None = None,
     paths: RunPaths | None = None,
     learner: Callable[[list[str]], None] | None = None,
+    clusters: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
     ``paths``: a run folder already prepared (and locked) by :func:`prepare_run_dir`, which the caller
-    unlocks; by default it is prepared here and unlocked when the run ends.
+    unlocks; by default it is prepared here and unlocked when the run ends.  ``clusters``: each task's cluster
+    label (its category) for the prompt selector.
     """
     if paths is None:
         paths = prepare_run_dir(config.out, config.name)
         try:
             return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
-                                     extra_config=extra_config, paths=paths, learner=learner)
+                                     extra_config=extra_config, paths=paths, learner=learner, clusters=clusters)
         finally:
             paths.unlock()
     uses_selector = config.selection != "seed" or config.waves == "adaptive"
@@ -98,6 +100,7 @@ async def run_rollout(
         "waves": config.waves,
         **({"cushion": config.cushion} if config.waves == "adaptive" else {}),
         **({"explore_horizon_epochs": horizon} if config.selection == "informative" else {}),
+        **({"clusters": len(set(clusters.values()))} if clusters else {}),
         **(extra_config or {}),
     })
     knobs = config.knobs
@@ -111,7 +114,7 @@ async def run_rollout(
         seed=config.seed,
         observer=observer,
         selector=PromptSelector(task_ids, knobs.n_samples_per_prompt, config.selection, config.seed,
-                                explore_horizon_epochs=horizon) if uses_selector else None,
+                                explore_horizon_epochs=horizon, clusters=clusters) if uses_selector else None,
         adaptive=AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, config.cushion)
         if config.waves == "adaptive" else None,
         learner=learner,

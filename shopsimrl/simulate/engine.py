@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, Decision, Verdict, WaveController
@@ -57,6 +58,9 @@ class RunResult:
     timelines: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     #: every completed, scored group in order: (step, prompt id, zero spread) — for the persistence statistics
     groups: list[tuple[int, str, bool]] = field(default_factory=list)
+    #: clustered worlds: each cluster's final mean pass rate, and how many clusters had a prompt generated
+    cluster_pass_rates: list[float] = field(default_factory=list)
+    clusters_generated: int | None = None
 
     def summary(self, n_samples_per_prompt: int) -> dict[str, float]:
         s = self.steps
@@ -78,6 +82,9 @@ class RunResult:
             "coverage": self.coverage,
             "wall_time_s": sum(r.wall_s for r in s),
             "mean_step_wall_s": sum(r.wall_s for r in s) / len(s),
+            **({"cluster_final_pass_min": min(self.cluster_pass_rates),
+                "cluster_final_pass_median": median(self.cluster_pass_rates)} if self.cluster_pass_rates else {}),
+            **({"clusters_generated": self.clusters_generated} if self.clusters_generated is not None else {}),
         }
 
 
@@ -93,13 +100,15 @@ def simulate_run(
     cushion: float = DEFAULT_CUSHION,
     keep_timelines: tuple[int, ...] = (),
     label: str | None = None,
+    labels: bool = True,
 ) -> RunResult:
     """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
 
     ``selection``: ``seed``, ``informative``, ``oracle`` (reads the true pass rates: an upper bound), or
     ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: what better
     estimates could still win with the same exploration).  ``explore_horizon_epochs`` defaults to the
-    wave mode's (``horizon_for_waves``).
+    wave mode's (``horizon_for_waves``).  ``labels``: in a clustered world, the selector is told each prompt's
+    cluster (``False``: it is not, as before clusters were known).
     """
     if waves not in ("fixed", "adaptive"):
         raise ValueError(f"waves must be 'fixed' or 'adaptive', got {waves!r}")
@@ -112,16 +121,18 @@ def simulate_run(
         raise ValueError(f"{len(w.prompt_ids)} prompts cannot fill a wave of {knobs.over_sampling_batch_size}")
     if explore_horizon_epochs is None:
         explore_horizon_epochs = horizon_for_waves(waves)
+    clusters = w.cluster_labels() if labels else None
     if selection == "oracle":
         from shopsimrl.simulate.oracle import OracleSelector
 
-        selector: PromptSelector = OracleSelector(w, n, seed)
+        selector: PromptSelector = OracleSelector(w, n, seed, clusters=clusters)
     elif selection == "seen-oracle":
         from shopsimrl.simulate.oracle import SeenOracleSelector
 
-        selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs)
+        selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     else:
-        selector = PromptSelector(w.prompt_ids, n, selection, seed, explore_horizon_epochs=explore_horizon_epochs)
+        selector = PromptSelector(w.prompt_ids, n, selection, seed, explore_horizon_epochs=explore_horizon_epochs,
+                                  clusters=clusters)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
     sizer = AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, cushion)
     initial = w.mean_pass_rate()
@@ -143,6 +154,8 @@ def simulate_run(
         initial_pass_rate=initial,
         timelines=timelines,
         groups=groups,
+        cluster_pass_rates=w.cluster_pass_rates() if w.clustered else [],
+        clusters_generated=len({w.cluster(pid) for pid in selector.ever_chosen()}) if w.clustered else None,
     )
 
 
