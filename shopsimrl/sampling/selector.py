@@ -28,7 +28,9 @@ Two strategies, one contract (``next_prompts`` / ``record`` / ``release`` /
   With cluster labels (``clusters=``: a ShopSim task's category, a slime prompt's
   metadata key, the simulated world's cluster) the estimate adds a term per cluster,
   observed prompts wait in buckets per cluster (each measured from the skill its
-  cluster meets), and an exploring pick takes its never-seen prompt by cluster
+  cluster meets; of the clusters' nearest prompts, those within ``CLUSTER_TIE_LOGITS``
+  of the nearest count as equal and the cluster observed the longest ago wins), and
+  an exploring pick takes its never-seen prompt by cluster
   (:mod:`~shopsimrl.sampling.clusters`): a never-tried cluster first, so every
   cluster is tried within ``K / N`` of the exploration horizon.  Without labels
   every pick is as before.
