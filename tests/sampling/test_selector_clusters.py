@@ -151,20 +151,24 @@ def test_a_never_seen_prompt_takes_its_cluster_s_estimate_and_a_new_cluster_is_w
 
 
 def test_learning_in_one_cluster_moves_that_cluster_s_term_more_than_the_others():
-    """Two clusters, both placed at 50%; then cluster 0's prompts pass every time: the estimate lifts cluster 0's
-    prompts above cluster 1's (which did not change), and a first group moves no cluster term."""
-    model = SkillModel(4, clusters=[0, 0, 1, 1])
-    for i in range(4):
+    """Two clusters, every prompt placed at 50%; then cluster 0's prompts 0 and 1 pass every time while cluster 1's
+    stay at 50%.  Cluster 0's term rises and cluster 1's falls, so of the two prompts never observed again (4 in
+    cluster 0, 5 in cluster 1, placed alike) the one in cluster 0 is now predicted to pass more; a first group
+    moves no cluster term."""
+    model = SkillModel(6, clusters=[0, 0, 1, 1, 0, 1])
+    for i in range(6):
         model.observe(i, False, 4.0, 8)
     assert model.cluster_mean == [0.0, 0.0]
+    assert model.logit(4, True)[0] == model.logit(5, True)[0]
     for _ in range(30):
         for i in (0, 1):
             model.observe(i, True, 8.0, 8)
         for i in (2, 3):
             model.observe(i, True, 4.0, 8)
-    assert model.cluster_mean[0] > 0.3 > 0.0 > model.cluster_mean[1]
-    assert model.logit(2, True)[0] < model.logit(0, True)[0] - 1.0
+    assert model.cluster_mean[0] > 0.0 > model.cluster_mean[1]
     assert model.cluster_skill(0) > model.cluster_skill(1)
+    assert model.logit(4, True)[0] > model.logit(5, True)[0] + 0.05
+    assert model.logit(2, True)[0] < model.logit(0, True)[0] - 1.0
 
 
 def test_without_labels_there_is_no_cluster_term():
