@@ -50,7 +50,7 @@ SKILL_DRIFT = 0.05
 DIFFICULTY_DRIFT = 0.02
 #: Random-walk standard deviation (logits) of a cluster's own term per recorded group of any prompt (labelled
 #: prompts only): learning in one cluster may or may not carry to another.
-CLUSTER_DRIFT = 0.01
+CLUSTER_DRIFT = 0.03
 #: Gauss-Hermite nodes for the averages over a Gaussian logit.
 QUADRATURE_NODES = 9
 #: Most steps of the Laplace approximation's safeguarded Newton search (bisection alone needs about 40).
