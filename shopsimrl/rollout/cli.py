@@ -43,7 +43,15 @@ from shopsimrl.sampling.knobs import (
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
     DEFAULT_ROLLOUT_BATCH_SIZE,
 )
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, STRATEGIES, WAVE_MODES, Strategy, WaveMode
+from shopsimrl.sampling.modes import (
+    DEFAULT_STRATEGY,
+    DEFAULT_WAVE_MODE,
+    STRATEGIES,
+    WAVE_MODES,
+    Strategy,
+    WaveMode,
+    is_faithful,
+)
 from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, SIBLINGS
 
 if TYPE_CHECKING:
@@ -476,7 +484,7 @@ def _prepare_outputs(args: argparse.Namespace, name: str) -> RunPaths:
 
 async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: Any, task_ids: list[str],
                      paths: RunPaths, interrupts: _Interrupts, learner_kwargs: dict[str, Any], logger: Any,
-                     extra: dict[str, Any]) -> int:
+                     extra: dict[str, Any], clusters: dict[str, str] | None) -> int:
     """Stage 5: the steps, under the live view; each way a run can stop becomes its exit code and message."""
     from rich.console import Console
 
@@ -494,7 +502,7 @@ async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: An
             result = await run_rollout(config, runner, task_ids, observer=view,
                                        on_step=logger.log if logger else None, extra_config=extra,
                                        paths=paths, keep_reports=False,  # summary rows only: memory flat over steps
-                                       **learner_kwargs)
+                                       clusters=clusters, **learner_kwargs)
         except TooManyTechnicalFailures as exc:
             step_dir = Path(exc.trace_dir or paths.root)
             _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
@@ -520,6 +528,7 @@ async def _run(args: argparse.Namespace, config: RolloutConfig, options: dict[st
     """The run in named stages: policy, env and its slots, train tasks, run folder, tracking, steps."""
     from shopsimrl.learn.connect import run_fields as learning_fields
     from shopsimrl.learn.connect import start as start_learning
+    from shopsimrl.rollout.clusters import task_categories
     from shopsimrl.rollout.faults import FaultInjectingEnv
     from shopsimrl.rollout.runner import agent_runner
 
@@ -557,7 +566,10 @@ async def _run(args: argparse.Namespace, config: RolloutConfig, options: dict[st
             logger = WandbLogger(project=args.wandb_project, name=config.name, group=args.wandb_group,
                                  directory=args.wandb_dir or (args.out / config.name / "wandb"), mode=args.wandb_mode,
                                  config={**config.knobs.as_dict(), **extra, "seed": args.seed})
-        code = await _run_steps(args, config, runner, task_ids, paths, interrupts, learner_kwargs, logger, extra)
+        # ShopSim's categories: the prompt source's clusters (a selector explores by cluster, reports coverage)
+        clusters = None if is_faithful(config.selection, config.waves) else await task_categories(env.client, task_ids)
+        code = await _run_steps(args, config, runner, task_ids, paths, interrupts, learner_kwargs, logger, extra,
+                                clusters)
         return code
     finally:
         if logger is not None:

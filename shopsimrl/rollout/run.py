@@ -93,13 +93,15 @@ async def run_rollout(
     after_batch: Callable[[int, list[dict[str, Any]]], Awaitable[dict[str, float]]] | None = None,
     first_step: int = 1,
     source: PromptSource | None = None,
+    clusters: Mapping[str, str] | None = None,
 ) -> RolloutResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
     ``paths``: a run folder already prepared (and locked) by :func:`prepare_run_dir`, which the caller
     unlocks; by default it is prepared here and unlocked when the run ends.  ``keep_reports=False`` keeps
     only each step's summary row (a report holds every group and event: 0.6 MB a step at the defaults),
-    so memory stays flat however many steps run; the step's files hold the rest.
+    so memory stays flat however many steps run; the step's files hold the rest.  ``clusters``: each task's
+    cluster label (its category) for the prompt source.
     """
     if paths is None:
         paths = prepare_run_dir(config.out, config.name)
@@ -107,7 +109,7 @@ async def run_rollout(
             return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
                                      extra_config=extra_config, paths=paths, learner=learner,
                                      keep_reports=keep_reports, after_batch=after_batch,
-                                     first_step=first_step, source=source)
+                                     first_step=first_step, source=source, clusters=clusters)
         finally:
             paths.unlock()
     horizon = horizon_for_waves(config.waves)
@@ -125,13 +127,15 @@ async def run_rollout(
         **({"siblings": config.siblings, "stage_size": config.staging.stage_size,  # type: ignore[union-attr]
             "stage_threshold": config.staging.threshold, "stage_skip_q": config.staging.skip_q}  # type: ignore[union-attr]
            if config.staging is not None else {}),
+        **({"clusters": len(set(clusters.values()))} if clusters else {}),
         **(extra_config or {}),
     })
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
         source=source if source is not None else prompt_source(
-            config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, explore_horizon_epochs=horizon),
+            config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, explore_horizon_epochs=horizon,
+            clusters=clusters),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,

@@ -23,6 +23,12 @@ submissions stay within ``over_sampling_batch_size`` (what slime's first wave
 submits), except where slime itself would open a new wave: when ``remaining``
 would fall below the target.
 
+The ``q`` of a never-seen prompt is the selector's prior for it.  With cluster labels
+that is its cluster's estimate (the share of the cluster's first groups with spread),
+and for a cluster never tried the share of clusters whose first group had spread: where
+learning stays inside clusters, a cluster the policy has not learned yet is worth more
+than a never-seen prompt of a cluster it has, and the sum above counts it so.
+
 Everything else is the controller's, unchanged: the filter, ``remaining``, the
 fallback (a zero-std group is kept once ``remaining <= target``), abort at
 ``target`` kept, the consecutive-failure stop.

@@ -22,6 +22,15 @@ model predicts it.  Between observations the skill does a random walk
 (``SKILL_DRIFT`` per observation), and each prompt's difficulty one of its own
 (``DIFFICULTY_DRIFT`` per observation of any prompt), so old evidence fades.
 
+With cluster labels (``SkillModel(count, clusters=...)``) the logit gains a term
+per cluster, ``x = skill + cluster_c − difficulty_i``: what the policy learned in
+prompt ``i``'s cluster beyond what carried to every prompt.  It starts at 0 (the
+origin, like the skill), walks ``CLUSTER_DRIFT`` per recorded group of any prompt
+since the cluster was last observed (learning elsewhere may not carry to it), and
+takes its variance's share of each re-observation's surprise.  A first group
+places the prompt relative to the skill and its cluster's term, so it moves
+neither.  Without labels there is no such term and every figure is as before.
+
 Predictions average ``z(p) = pⁿ + (1−p)ⁿ`` (the chance that ``n`` siblings agree)
 over the Gaussian of ``x`` by Gauss-Hermite quadrature.  Pure: no I/O, no clock.
 Every constant and its reason is in docs/efficient-sampling.md.
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 #: Standard deviation (logits) of a never-seen prompt's difficulty around the policy's skill.
 PRIOR_SD = 3.0
@@ -38,6 +48,9 @@ PRIOR_SD = 3.0
 SKILL_DRIFT = 0.05
 #: Random-walk standard deviation (logits) of a prompt's difficulty per recorded group of any prompt.
 DIFFICULTY_DRIFT = 0.02
+#: Random-walk standard deviation (logits) of a cluster's own term per recorded group of any prompt (labelled
+#: prompts only): learning in one cluster may or may not carry to another.
+CLUSTER_DRIFT = 0.03
 #: Gauss-Hermite nodes for the averages over a Gaussian logit.
 QUADRATURE_NODES = 9
 #: Most steps of the Laplace approximation's safeguarded Newton search (bisection alone needs about 40).
@@ -113,9 +126,12 @@ def laplace_binomial(mean: float, var: float, successes: float, n: float) -> tup
 
 
 class SkillModel:
-    """The policy's skill and every prompt's difficulty (indices ``0 .. count−1``), updated group by group."""
+    """The policy's skill and every prompt's difficulty (indices ``0 .. count−1``), updated group by group.
 
-    def __init__(self, count: int, prior_sd: float = PRIOR_SD) -> None:
+    ``clusters``: each prompt's cluster (``0 .. K−1``), or ``None`` for no cluster term.
+    """
+
+    def __init__(self, count: int, prior_sd: float = PRIOR_SD, clusters: Sequence[int] | None = None) -> None:
         if not prior_sd > 0.0:
             raise ValueError(f"prior_sd must be > 0 (logits), got {prior_sd!r}")
         self.prior_var = prior_sd * prior_sd
@@ -125,13 +141,41 @@ class SkillModel:
         self.var = [self.prior_var] * count
         self.stamp = [0] * count  # clock at the prompt's last observation
         self.clock = 0  # groups observed so far
+        self.cluster: list[int] | None = None
+        if clusters is not None:
+            self.cluster = [int(c) for c in clusters]
+            if len(self.cluster) != count or any(c < 0 for c in self.cluster):
+                raise ValueError(f"clusters: need one cluster index >= 0 per prompt ({count}), got {len(self.cluster)}")
+            k = max(self.cluster, default=-1) + 1
+            self.cluster_mean = [0.0] * k  # the cluster's own term: learned beyond the shared skill
+            self.cluster_var = [0.0] * k  # the origin, like the skill
+            self.cluster_stamp = [0] * k
+
+    def _cluster_term(self, i: int) -> tuple[float, float]:
+        """Mean and variance of prompt ``i``'s cluster term now (0, 0 without labels)."""
+        if self.cluster is None:
+            return 0.0, 0.0
+        c = self.cluster[i]
+        fade = CLUSTER_DRIFT * CLUSTER_DRIFT * (self.clock - self.cluster_stamp[c])
+        return self.cluster_mean[c], self.cluster_var[c] + fade
+
+    def cluster_skill(self, c: int) -> float:
+        """The skill a prompt of cluster ``c`` meets: shared skill plus the cluster's term (labelled prompts)."""
+        return self.skill_mean + (self.cluster_mean[c] if self.cluster is not None else 0.0)
 
     def logit(self, i: int, observed: bool) -> tuple[float, float]:
-        """Mean and variance of ``skill − difficulty_i`` now (a never-seen prompt sits at the skill, ``PRIOR_SD`` wide)."""
+        """Mean and variance of ``skill (+ cluster) − difficulty_i`` now (a never-seen prompt sits at the skill its
+        cluster meets, ``PRIOR_SD`` wide)."""
+        if self.cluster is None:
+            if not observed:
+                return 0.0, self.skill_var + self.prior_var
+            fade = DIFFICULTY_DRIFT * DIFFICULTY_DRIFT * (self.clock - self.stamp[i])
+            return self.skill_mean - self.mean[i], self.skill_var + self.var[i] + fade
+        c_mean, c_var = self._cluster_term(i)
         if not observed:
-            return 0.0, self.skill_var + self.prior_var
+            return 0.0, self.skill_var + c_var + self.prior_var
         fade = DIFFICULTY_DRIFT * DIFFICULTY_DRIFT * (self.clock - self.stamp[i])
-        return self.skill_mean - self.mean[i], self.skill_var + self.var[i] + fade
+        return self.skill_mean + c_mean - self.mean[i], self.skill_var + c_var + self.var[i] + fade
 
     def zero_spread(self, i: int, observed: bool, n: int) -> float:
         mean, var = self.logit(i, observed)
@@ -144,14 +188,20 @@ class SkillModel:
     def observe(self, i: int, observed: bool, successes: float, n: int) -> None:
         """One group of prompt ``i``: ``successes`` of ``n``; ``observed``: the prompt was observed before."""
         self.skill_var += SKILL_DRIFT * SKILL_DRIFT
+        c_mean, c_var = self._cluster_term(i)
+        if self.cluster is not None:  # the cluster's walk since its last observation, made explicit
+            c = self.cluster[i]
+            self.cluster_var[c] = c_var
+            self.cluster_stamp[c] = self.clock + 1
         if not observed:  # placed relative to the skill: a first group says where the prompt is, not the policy
-            self.mean[i] = self.skill_mean
+            self.mean[i] = self.skill_mean + c_mean
             self.var[i] = self.prior_var
             skill_var = 0.0
+            c_var = 0.0
         else:
             self.var[i] += DIFFICULTY_DRIFT * DIFFICULTY_DRIFT * (self.clock - self.stamp[i])
             skill_var = self.skill_var
-        prior_mean, prior_var = self.skill_mean - self.mean[i], skill_var + self.var[i]
+        prior_mean, prior_var = self.skill_mean + c_mean - self.mean[i], skill_var + c_var + self.var[i]
         post_mean, post_var = laplace_binomial(prior_mean, prior_var, successes, n)
         moved, shrink = post_mean - prior_mean, 1.0 - post_var / prior_var
         skill_share, own_share = skill_var / prior_var, self.var[i] / prior_var
@@ -159,23 +209,40 @@ class SkillModel:
         self.mean[i] -= own_share * moved
         self.skill_var -= self.skill_var * skill_share * shrink
         self.var[i] -= self.var[i] * own_share * shrink
+        if self.cluster is not None and c_var > 0.0:
+            c = self.cluster[i]
+            c_share = c_var / prior_var
+            self.cluster_mean[c] += c_share * moved
+            self.cluster_var[c] -= c_var * c_share * shrink
         self.clock += 1
         self.stamp[i] = self.clock
 
     def state_dict(self) -> dict[str, object]:
-        return {
+        state: dict[str, object] = {
             "prior_var": self.prior_var, "skill": [self.skill_mean, self.skill_var], "mean": list(self.mean),
             "var": list(self.var), "stamp": list(self.stamp), "clock": self.clock,
         }
+        if self.cluster is not None:
+            state["clusters"] = [list(self.cluster_mean), list(self.cluster_var), list(self.cluster_stamp)]
+        return state
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         count = len(self.mean)
         for name in ("mean", "var", "stamp"):
             if len(state[name]) != count:  # type: ignore[arg-type]
                 raise ValueError(f"selector state: {name} has {len(state[name])} entries for {count} prompts")  # type: ignore[arg-type]
+        if (self.cluster is None) != ("clusters" not in state):
+            raise ValueError("selector state: saved with cluster labels and loaded without them, or the reverse")
         self.prior_var = float(state["prior_var"])  # type: ignore[arg-type]
         self.skill_mean, self.skill_var = (float(x) for x in state["skill"])  # type: ignore[attr-defined]
         self.mean = [float(x) for x in state["mean"]]  # type: ignore[attr-defined]
         self.var = [float(x) for x in state["var"]]  # type: ignore[attr-defined]
         self.stamp = [int(x) for x in state["stamp"]]  # type: ignore[attr-defined]
         self.clock = int(state["clock"])  # type: ignore[arg-type]
+        if self.cluster is not None:
+            means, variances, stamps = state["clusters"]  # type: ignore[misc]
+            if len(means) != len(self.cluster_mean):
+                raise ValueError(f"selector state: {len(means)} clusters for {len(self.cluster_mean)}")
+            self.cluster_mean = [float(x) for x in means]
+            self.cluster_var = [float(x) for x in variances]
+            self.cluster_stamp = [int(x) for x in stamps]

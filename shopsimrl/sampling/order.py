@@ -28,7 +28,7 @@ class SeedOrder(PromptSelector):
 
     strategy = Strategy.SEED
 
-    def _start(self) -> None:
+    def _start(self, order: list[int]) -> None:  # the first epoch is drawn in _new_epoch, as every later one
         self._order: deque[int] = deque()  # the rest of the current epoch pass
         self._deferred: dict[int, None] = {}  # met while in flight: first in line next time (ordered set)
 

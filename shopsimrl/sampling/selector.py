@@ -23,6 +23,16 @@ and predictions, which size adaptive waves, and walks the seed's shuffled epochs
   Released prompts (aborted, surplus, technical) go back to the front of their
   line: never lost.
 
+  With cluster labels (``clusters=``: a ShopSim task's category, a slime prompt's
+  metadata key, the simulated world's cluster) the estimate adds a term per cluster,
+  observed prompts wait in buckets per cluster (each measured from the skill its
+  cluster meets; of the clusters' nearest prompts, those within ``CLUSTER_TIE_LOGITS``
+  of the nearest count as equal and the cluster observed the longest ago wins), and
+  an exploring pick takes its never-seen prompt by cluster
+  (:mod:`~shopsimrl.sampling.clusters`): a never-tried cluster first, so every
+  cluster is tried within ``K / N`` of the exploration horizon.  Without labels
+  every pick is as before.
+
 Every constant and its reason is in ``docs/efficient-sampling.md``.  Pure: no
 I/O, no clock; every random draw comes from one seeded ``random.Random`` whose
 state is part of ``state_dict``.
@@ -33,9 +43,10 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, sigmoid, zero_spread_probability
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT, ZERO_STD_EPSILON
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, STRATEGIES, Strategy
@@ -53,6 +64,9 @@ SKIP_Q = 0.5
 EXPLORE_HORIZON_EPOCHS = 2.0
 #: A pick explores (takes a never-seen prompt) whenever the best observed prompt's predicted q is below this.
 EXPLORE_Q = 0.7
+#: With labels, the nearest prompts of every cluster within this many logits of the nearest of all count as equal,
+#: and the cluster observed the longest ago wins: learning that may not carry is spread over the clusters.
+CLUSTER_TIE_LOGITS = 0.5
 #: Share of picks that re-check the prompt observed the longest ago.
 RECHECK_SHARE = 0.05
 #: Decay of the population estimate used for prompts never seen (per first observation).
@@ -62,7 +76,7 @@ POPULATION_PRIOR_WEIGHT = 2.0
 #: The outward bucket scan gives way to a scan of every bucket after this many steps (sparse buckets).
 _SCAN_LIMIT = 64
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 
 
 class NotEnoughPromptsError(ValueError):
@@ -101,6 +115,7 @@ class PromptSelector:
         explore_horizon_epochs: float | None = None,
         recheck_share: float | None = None,
         explore_q: float | None = None,
+        clusters: Mapping[Hashable, Hashable] | Sequence[Hashable] | None = None,
     ) -> None:
         prior_sd = PRIOR_SD if prior_sd is None else prior_sd
         horizon = EXPLORE_HORIZON_EPOCHS if explore_horizon_epochs is None else explore_horizon_epochs
@@ -131,7 +146,12 @@ class PromptSelector:
         self._picks = 0  # informative picks so far
         self._pos = {pid: i for i, pid in enumerate(ids)}
         count = len(ids)
-        self._model = SkillModel(count, self.prior_sd)
+        self.cluster_labels: list[Hashable] | None = None  # cluster index -> label
+        cluster_of: list[int] | None = None
+        if clusters is not None:
+            self.cluster_labels, cluster_of = cluster_indices(ids, clusters)
+        self._cluster_of = cluster_of
+        self._model = SkillModel(count, self.prior_sd, cluster_of)
         self._skip_distance = skip_distance(self.n)
         self._observed = [0] * count  # groups recorded (or released with rewards)
         self._chosen = bytearray(count)  # ever handed out
@@ -143,17 +163,22 @@ class PromptSelector:
         self._pop_seen = 0.0  # decayed count of first observations
         self._stats = _zero_stats()
         # informative: never-seen prompts (shuffled); observed ones in buckets by difficulty, each an ordered set
+        # (with labels the never-seen prompts wait in the cluster book instead, one line per cluster)
         self._unseen: deque[int] = deque()
-        self._buckets: dict[int, dict[int, None]] = {}
-        self._bucket_of: dict[int, int] = {}  # observed prompts out of flight -> their bucket
+        self._buckets: list[dict[int, dict[int, None]]] = [{} for _ in (self.cluster_labels or [None])]  # per cluster
+        self._bucket_of: dict[int, int] = {}  # observed prompts out of flight -> their bucket (in their cluster)
         self._age: deque[tuple[int, int]] = deque()  # (prompt, observations) oldest first; stale entries skipped
-        self._start()
+        order = list(range(count))
+        random.Random(f"shopsimrl-tasks/{seed}/0").shuffle(order)  # the seed's first epoch
+        # with labels, never-seen prompts wait in the cluster book (one line per cluster); the book also
+        # counts coverage per cluster for the seed order
+        self._book = ClusterBook(cluster_of, order, seed) if cluster_of is not None else None
+        self._start(order)
 
-    def _start(self) -> None:
-        """The first line of prompts: the never-seen ones, shuffled as the seed's first epoch."""
-        order = list(range(len(self._ids)))
-        random.Random(f"shopsimrl-tasks/{self.seed}/0").shuffle(order)
-        self._unseen.extend(order)
+    def _start(self, order: list[int]) -> None:
+        """The first line of prompts: the never-seen ones in the seed's first-epoch order (with labels: the book's)."""
+        if self._book is None:
+            self._unseen.extend(order)
         self.epoch = 1
 
     # -- the contract ----------------------------------------------------------------------------
@@ -246,13 +271,29 @@ class PromptSelector:
         """Share of the prompts ever handed out."""
         return self._chosen_count / len(self._ids)
 
+    def ever_chosen(self) -> list[Hashable]:
+        """Every prompt handed out at least once."""
+        return [pid for pid, chosen in zip(self._ids, self._chosen) if chosen]
+
+    def cluster_coverage(self) -> tuple[float, float] | None:
+        """Coverage per cluster, its minimum and median over clusters (``None`` without labels)."""
+        return self._book.coverage() if self._book is not None else None
+
+    def clusters_tried(self) -> int | None:
+        """Clusters with at least one prompt handed out (``None`` without labels)."""
+        return self._book.tried() if self._book is not None else None
+
     def pop_stats(self) -> dict[str, float]:
         """Counters since the previous call (then reset): chosen, explored (never seen before), re-checked
         (a skipped prompt tried again), released, the summed predicted zero-spread of the chosen prompts;
         and ``skipped``: observed prompts out of flight whose predicted ``q`` is below ``SKIP_Q``
-        (judged from their bucket; informative; 0 for seed)."""
+        (judged from their bucket; informative; 0 for seed).  With labels, also the levels
+        ``cluster_coverage_min`` / ``cluster_coverage_median`` (coverage per cluster) and ``clusters_tried``."""
         stats, self._stats = self._stats, _zero_stats()
         stats["skipped"] = float(self._count_skipped())
+        if self._book is not None:
+            stats["cluster_coverage_min"], stats["cluster_coverage_median"] = self._book.coverage()
+            stats["clusters_tried"] = float(self._book.tried())
         return stats
 
     # -- checkpoint ------------------------------------------------------------------------------
@@ -275,7 +316,10 @@ class PromptSelector:
             "chosen": list(self._chosen),
             "in_flight": sorted(self._in_flight),
             "unseen": list(self._unseen),
-            "buckets": [[key, list(bucket)] for key, bucket in self._buckets.items()],
+            "buckets": [[c, key, list(bucket)] for c, buckets in enumerate(self._buckets)
+                        for key, bucket in buckets.items()],
+            "clusters": None if self._cluster_of is None else [self.cluster_labels[c] for c in self._cluster_of],
+            "cluster_book": None if self._book is None else self._book.state_dict(),
             "age": [list(entry) for entry in self._age if self._current(entry)],
             "epoch": self.epoch,
             "rng": [version, list(internal), gauss],
@@ -293,7 +337,7 @@ class PromptSelector:
         sel = cls(
             state["prompt_ids"], state["n_samples_per_prompt"], state["strategy"], state["seed"],
             prior_sd=state["prior_sd"], explore_horizon_epochs=state["explore_horizon_epochs"],
-            recheck_share=state["recheck_share"], explore_q=state["explore_q"],
+            recheck_share=state["recheck_share"], explore_q=state["explore_q"], clusters=state.get("clusters"),
         )
         sel._picks = int(state["picks"])
         count = len(sel._ids)
@@ -306,8 +350,11 @@ class PromptSelector:
         sel._chosen_count = sum(sel._chosen)
         sel._in_flight = {int(i) for i in state["in_flight"]}
         sel._unseen = deque(int(i) for i in state["unseen"])
-        sel._buckets = {int(key): dict.fromkeys(int(i) for i in bucket) for key, bucket in state["buckets"]}
-        sel._bucket_of = {i: key for key, bucket in sel._buckets.items() for i in bucket}
+        for c, key, bucket in state["buckets"]:
+            sel._buckets[int(c)][int(key)] = dict.fromkeys(int(i) for i in bucket)
+        sel._bucket_of = {i: key for buckets in sel._buckets for key, bucket in buckets.items() for i in bucket}
+        if sel._book is not None:
+            sel._book.load_state_dict(state["cluster_book"])
         sel._age = deque((int(i), int(seen)) for i, seen in state["age"])
         sel.epoch = int(state["epoch"])
         version, internal, gauss = state["rng"]
@@ -327,14 +374,16 @@ class PromptSelector:
         if not self._chosen[i]:
             self._chosen[i] = 1
             self._chosen_count += 1
+            if self._book is not None:
+                self._book.chose(i)
 
     def _pick(self) -> int:
         """Informative: one prompt (the caller checked that one is free)."""
         best = self._nearest()
         best_zero = self._predict(best) if best is not None else 1.0
         best_q = 1.0 - best_zero
-        if self._unseen and (best_q < self.explore_q or self._behind_exploration_schedule()):
-            i = self._unseen.popleft()
+        if self._unseen_count() and (best_q < self.explore_q or self._behind_exploration_schedule()):
+            i = self._book.explore() if self._book is not None else self._unseen.popleft()
             self._stats["explored"] += 1
         else:
             oldest = self._oldest() if best is None or self._rng.random() < self.recheck_share else None
@@ -350,11 +399,27 @@ class PromptSelector:
         return i
 
     def _nearest(self) -> int | None:
-        """The first prompt of the non-empty bucket nearest the policy's skill (pass rate nearest 50%)."""
-        buckets = self._buckets
+        """The first prompt of the non-empty bucket nearest the policy's skill (pass rate nearest 50%); with labels,
+        the nearest of each cluster's (measured from the skill the cluster meets), the nearest of them."""
+        if self._cluster_of is None:
+            return self._nearest_in(0)
+        model = self._model
+        candidates: list[tuple[float, int, int]] = []  # (distance from 50%, last observation of the cluster, prompt)
+        for c, buckets in enumerate(self._buckets):
+            if buckets:
+                i = self._nearest_in(c)
+                assert i is not None
+                candidates.append((abs(model.cluster_skill(c) - model.mean[i]), model.cluster_stamp[c], i))
+        if not candidates:
+            return None
+        closest = min(candidates)[0]
+        return min((stamp, i) for distance, stamp, i in candidates if distance <= closest + CLUSTER_TIE_LOGITS)[1]
+
+    def _nearest_in(self, c: int) -> int | None:
+        buckets = self._buckets[c]
         if not buckets:
             return None
-        where = self._model.skill_mean / BUCKET_WIDTH
+        where = self._model.cluster_skill(c) / BUCKET_WIDTH
         centre = math.floor(where)
         step = 1 if where - centre >= 0.5 else -1  # the nearer neighbour first
         for distance in range(_SCAN_LIMIT):
@@ -379,30 +444,40 @@ class PromptSelector:
         return i in self._bucket_of and self._observed[i] == seen
 
     def _count_skipped(self) -> int:
-        if not self._buckets:
-            return 0
-        where = self._model.skill_mean / BUCKET_WIDTH
         limit = self._skip_distance / BUCKET_WIDTH
-        return sum(len(bucket) for key, bucket in self._buckets.items() if abs(key + 0.5 - where) > limit)
+        total = 0
+        for c, buckets in enumerate(self._buckets):
+            if buckets:
+                where = self._model.cluster_skill(c) / BUCKET_WIDTH
+                total += sum(len(bucket) for key, bucket in buckets.items() if abs(key + 0.5 - where) > limit)
+        return total
+
+    def _unseen_count(self) -> int:
+        """Never-seen prompts still waiting (informative picks only: the seed order keeps no such line)."""
+        return self._book.unseen_count() if self._book is not None else len(self._unseen)
 
     def _behind_exploration_schedule(self) -> bool:
         """More never-seen prompts left than the horizon's pro-rata share after this pick: explore now."""
         left_after = max(0, self._horizon - self._picks - 1)
-        return len(self._unseen) * self._horizon > left_after * len(self._ids)
+        return self._unseen_count() * self._horizon > left_after * len(self._ids)
 
     def _back_in_line(self, i: int, *, front: bool) -> None:
-        """A prompt out of flight waits again: observed, in its bucket; never observed, with the unseen."""
+        """A prompt out of flight waits again: observed, in its bucket; never observed, with the unseen (with
+        labels, first in its cluster's line)."""
         if self._observed[i]:
             self._place(i, front=front)
+        elif self._book is not None:
+            self._book.put_back(i)
         else:
             self._unseen.appendleft(i)
 
     def _place(self, i: int, *, front: bool) -> None:
         """An observed prompt out of flight: into the bucket of its difficulty, and into the age line."""
         key = math.floor(self._model.mean[i] / BUCKET_WIDTH)
-        bucket = self._buckets.setdefault(key, {})
+        buckets = self._buckets[self._cluster_of[i] if self._cluster_of is not None else 0]
+        bucket = buckets.setdefault(key, {})
         if front:
-            self._buckets[key] = {i: None, **bucket}
+            buckets[key] = {i: None, **bucket}
         else:
             bucket[i] = None
         self._bucket_of[i] = key
@@ -416,10 +491,11 @@ class PromptSelector:
 
     def _unbucket(self, i: int) -> None:
         key = self._bucket_of.pop(i)
-        bucket = self._buckets[key]
+        buckets = self._buckets[self._cluster_of[i] if self._cluster_of is not None else 0]
+        bucket = buckets[key]
         del bucket[i]
         if not bucket:
-            del self._buckets[key]
+            del buckets[key]
 
     def _population_q(self) -> float:
         return 1.0 - (self._pop_zero + 0.5 * POPULATION_PRIOR_WEIGHT) / (self._pop_seen + POPULATION_PRIOR_WEIGHT)
@@ -427,6 +503,8 @@ class PromptSelector:
     def _predict(self, i: int) -> float:
         if self._observed[i]:
             return self._model.zero_spread(i, True, self.n)
+        if self._book is not None:  # the cluster's estimate is the never-seen prompt's prior
+            return 1.0 - self._book.q(self._book.cluster_of[i], self._population_q())
         return 1.0 - self._population_q()
 
     def _observe(self, i: int, rewards: Sequence[float]) -> None:
@@ -443,6 +521,8 @@ class PromptSelector:
         if not self._observed[i]:
             self._pop_zero = POPULATION_DECAY * self._pop_zero + zero
             self._pop_seen = POPULATION_DECAY * self._pop_seen + 1.0
+            if self._book is not None:
+                self._book.first_observation(i, zero)
         self._observed[i] += 1
 
     def _index(self, prompt_id: Hashable) -> int:
@@ -489,6 +569,9 @@ def selector_step_metrics(
         SELECTOR_PREFIX + "prompts_released": float(stats["released"]),
         SELECTOR_PREFIX + "coverage": float(coverage),
     }
+    for key in ("cluster_coverage_min", "cluster_coverage_median", "clusters_tried"):  # with cluster labels only
+        if key in stats:
+            metrics[SELECTOR_PREFIX + key] = float(stats[key])
     if stats["chosen"]:
         metrics[SELECTOR_PREFIX + "predicted_zero_spread_mean"] = stats["predicted_zero_spread_sum"] / stats["chosen"]
     if generated_episodes:

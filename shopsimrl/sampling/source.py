@@ -6,7 +6,7 @@ order) and :class:`~shopsimrl.sampling.selector.PromptSelector` (the informative
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from shopsimrl.sampling.modes import Strategy
@@ -41,11 +41,14 @@ def prompt_source(
     seed: int = 0,
     *,
     explore_horizon_epochs: float | None = None,
+    clusters: Mapping[Hashable, Hashable] | Sequence[Hashable] | None = None,
 ) -> PromptSelector:
     """The prompt source of ``strategy`` (``explore_horizon_epochs`` paces the informative selector's exploration,
-    see ``horizon_for_waves``; the seed order keeps it in its state only)."""
+    see ``horizon_for_waves``; the seed order keeps it in its state only).  ``clusters``: each prompt's cluster
+    label, when known (the informative selector explores by cluster; both report coverage per cluster)."""
     cls = SeedOrder if Strategy.parse(strategy) is Strategy.SEED else PromptSelector
-    return cls(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=explore_horizon_epochs)
+    return cls(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=explore_horizon_epochs,
+               clusters=clusters)
 
 
 def prompt_source_from_state(state: dict[str, Any]) -> PromptSelector:

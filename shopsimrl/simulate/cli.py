@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        default=None)
     world.add_argument("--eta-prompt", type=number(0), default=None, help="pass-rate logit gained by a prompt trained on")
     world.add_argument("--eta-global", type=number(0), default=None, help="skill gained per informative group trained")
+    world.add_argument("--clusters", type=int_range(0), default=None, metavar="K",
+                       help="the prompts fall into K clusters, each learning from its own groups (0: none)")
+    world.add_argument("--transfer", type=number(0, 1), default=None, metavar="S",
+                       help="with --clusters: share of a cluster's learning that carries to every prompt (0..1)")
     p.set_defaults(handler=handle)
 
 
@@ -47,6 +51,7 @@ def handle(args: argparse.Namespace) -> int:
     from shopsimrl.simulate.capacity import calibrate_capacity
     from shopsimrl.simulate.compare import (
         compare,
+        draw_cluster_pass_rates,
         draw_step_bars,
         draw_timeline,
         staged_targets,
@@ -59,9 +64,12 @@ def handle(args: argparse.Namespace) -> int:
         print(f"shopsimrl simulate: refused: need --steps >= 1 and 1 <= --timeline-step <= --steps, got "
               f"{args.steps} and {args.timeline_step}", file=sys.stderr)
         return EXIT_REFUSED
+    if args.transfer is not None and not args.clusters:
+        print("shopsimrl simulate: refused: --transfer needs --clusters K >= 1", file=sys.stderr)
+        return EXIT_REFUSED
     try:
         world = with_overrides(WorldParams(), prompts=args.prompts, eta_prompt=args.eta_prompt,
-                               eta_global=args.eta_global)
+                               eta_global=args.eta_global, clusters=args.clusters, transfer=args.transfer)
         knobs = SamplingKnobs()
         staging = (StagedSiblings.of(knobs.n_samples_per_prompt, args.stage_size)
                    if args.siblings == "staged" else None)
@@ -78,21 +86,24 @@ def handle(args: argparse.Namespace) -> int:
                                       world.episode_median_s, world.episode_sigma)
     if capacity is not None:
         print(f"capacity model: {capacity:.2f} episodes at full speed (each at min(1, C/in_flight) of solo speed)")
-    print(f"simulating {args.steps} steps x {len(args.seeds)} seeds x 6 strategies (the oracle rows read the true "
+    clustered = f" in {world.clusters} clusters, transfer {world.transfer:g}" if world.clusters else ""
+    print(f"simulating {args.steps} steps x {len(args.seeds)} seeds{clustered} (the oracle rows read the true "
           f"pass rates: the bound for any selector) ...", flush=True)
     result = compare(steps=args.steps, seeds=args.seeds, world=world, timeline_step=args.timeline_step,
                      staging=staging, capacity=capacity)
-    summary, checks = result["summary"], targets(result["summary"])
+    summary, checks = result["summary"], targets(result["summary"], world.clusters)
     if staging is not None:
         checks.update(staged_targets(summary))
-    header = ("strategy", "inf/1k gen ep", "gen/trained ep", "inf share", "final pass", "coverage", "step s",
-              "s/inf group")
-    print(" | ".join(f"{h:>14}" for h in header))
+    columns = [("inf/1k gen ep", "informative_per_1k_generated_episodes"),
+               ("gen/trained ep", "generated_per_trained_episode"), ("inf share", "informative_share_of_trained"),
+               ("final pass", "final_mean_pass_rate"), ("coverage", "coverage"), ("step s", "mean_step_wall_s"),
+               ("s/inf group", "wall_s_per_informative_group")]
+    if world.clusters:
+        columns += [("cluster min", "cluster_final_pass_min"), ("cluster median", "cluster_final_pass_median"),
+                    ("clusters gen", "clusters_generated_min")]
+    print(" | ".join(f"{h:>14}" for h in ("strategy", *(name for name, _ in columns))))
     for label, row in summary.items():
-        values = [row[k] for k in ("informative_per_1k_generated_episodes", "generated_per_trained_episode",
-                                   "informative_share_of_trained", "final_mean_pass_rate", "coverage",
-                                   "mean_step_wall_s", "wall_s_per_informative_group")]
-        print(" | ".join([f"{label:>14}", *(f"{v:>14.3f}" for v in values)]))
+        print(" | ".join([f"{label:>14}", *(f"{row[key]:>14.3f}" for _, key in columns)]))
     for name, check in checks.items():
         met = "report" if check["met"] is None else "met" if check["met"] else "NOT met"
         print(f"{met:>8}  {name}: {check['value']:.3f}")
@@ -106,5 +117,7 @@ def handle(args: argparse.Namespace) -> int:
     draw_step_bars(out / "step_bars.png", {k: v for k, v in runs.items() if not k.startswith("oracle")})
     draw_timeline(out / "wave_timeline_seed_fixed.png", runs["seed/fixed"][0], args.timeline_step)
     draw_timeline(out / "wave_timeline_informative_adaptive.png", runs["informative/adaptive"][0], args.timeline_step)
+    if world.clusters:
+        draw_cluster_pass_rates(out / "cluster_pass_rates.png", {k: v for k, v in runs.items() if not k.startswith("oracle")})
     print(f"outputs: {out}")
     return EXIT_OK

@@ -15,7 +15,7 @@ from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
 
 #: (selection, waves) pairs compared by default: the faithful run first.
-STRATEGIES: tuple[tuple[str, str], ...] = (
+STRATEGIES: tuple[tuple[str, ...], ...] = (
     ("seed", "fixed"),
     ("informative", "fixed"),
     ("seed", "adaptive"),
@@ -24,6 +24,10 @@ STRATEGIES: tuple[tuple[str, str], ...] = (
     ("oracle", "fixed"),
     ("oracle", "adaptive"),
 )
+#: In a clustered world, also the selector that is not told the clusters (as before labels were known).
+UNLABELLED = ("informative", "adaptive", "no labels")
+#: Figures of clustered worlds (medians over seeds, and the fewest clusters generated in any seed).
+CLUSTER_KEYS = ("cluster_final_pass_min", "cluster_final_pass_median")
 SUMMARY_KEYS = (
     "informative_per_1k_generated_episodes",
     "generated_per_trained_episode",
@@ -40,30 +44,37 @@ def compare(
     steps: int = 80,
     seeds: Sequence[int] = (0, 1, 2),
     world: WorldParams | None = None,
-    strategies: Sequence[tuple[str, str]] = STRATEGIES,
+    strategies: Sequence[tuple[str, ...]] | None = None,
     timeline_step: int | None = None,
     staging: StagedSiblings | None = None,
     capacity: float | None = None,
 ) -> dict[str, Any]:
     """Run every strategy on every seed (same worlds); medians over seeds per strategy.
 
-    The ``oracle`` rows read the world's true pass rates: the bound for any selector in that world.
-    ``staging``: each strategy also runs with staged siblings, as ``<strategy>+staged``; ``capacity``
-    (episodes at full speed, :mod:`~shopsimrl.simulate.capacity`) times every row under the capacity model.
+    A strategy is ``(selection, waves)``, or ``(selection, waves, "no labels")`` for a selector not told a clustered
+    world's clusters; by default ``STRATEGIES``, and ``UNLABELLED`` too in a clustered world.  The ``oracle`` rows
+    read the world's true pass rates: the bound for any selector in that world.  ``staging``: each strategy also
+    runs with staged siblings, as ``<strategy>+staged``; ``capacity`` (episodes at full speed,
+    :mod:`~shopsimrl.simulate.capacity`) times every row under the capacity model.
     """
     world = world or WorldParams()
+    if strategies is None:
+        strategies = (*STRATEGIES, UNLABELLED) if world.clusters else STRATEGIES
     runs: dict[str, list[RunResult]] = {}
-    for selection, waves in strategies:
+    for selection, waves, *blind in strategies:
         for staged in (None, staging) if staging is not None else (None,):
-            label = f"{selection}/{waves}" + ("+staged" if staged is not None else "")
+            label = f"{selection}/{waves}" + (f", {blind[0]}" if blind else "") + ("+staged" if staged else "")
             keep = (timeline_step,) if timeline_step else ()
             runs[label] = [
                 simulate_run(selection=selection, waves=waves, steps=steps, seed=s, world=world,
-                             keep_timelines=keep if i == 0 else (), label=label, staging=staged, capacity=capacity)
+                             keep_timelines=keep if i == 0 else (), label=label, labels=not blind, staging=staged,
+                             capacity=capacity)
                 for i, s in enumerate(seeds)
             ]
+    keys = SUMMARY_KEYS + (CLUSTER_KEYS if world.clusters else ())
     summary = {
-        label: {key: median(r.summary(8)[key] for r in rs) for key in SUMMARY_KEYS}
+        label: {key: median(r.summary(8)[key] for r in rs) for key in keys}
+        | ({"clusters_generated_min": min(r.clusters_generated or 0 for r in rs)} if world.clusters else {})
         for label, rs in runs.items()
     }
     return {"world": world.as_dict(), "steps": steps, "seeds": list(seeds), "summary": summary, "runs": runs,
@@ -94,8 +105,11 @@ def staged_targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, 
     return out
 
 
-def targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
-    """The issue's targets, checked on the medians (value, bound, met)."""
+def targets(summary: dict[str, dict[str, float]], clusters: int = 0) -> dict[str, dict[str, Any]]:
+    """The targets, checked on the medians (value, met); with ``clusters`` (a clustered world's K), those of
+    clustered worlds instead (informative/adaptive against seed/fixed)."""
+    if clusters:
+        return cluster_targets(summary, clusters)
     seed, inf = summary.get("seed/fixed"), summary.get("informative/fixed")
     ada = summary.get("informative/adaptive")
     out: dict[str, dict[str, Any]] = {}
@@ -115,6 +129,37 @@ def targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
             "value": ada["final_mean_pass_rate"] - seed["final_mean_pass_rate"],
             "met": ada["final_mean_pass_rate"] >= seed["final_mean_pass_rate"]}
     return out
+
+
+def cluster_targets(summary: dict[str, dict[str, float]], clusters: int) -> dict[str, dict[str, Any]]:
+    seed, ada = summary.get("seed/fixed"), summary.get("informative/adaptive")
+    if not (seed and ada):
+        return {}
+    ratio = ada["informative_per_1k_generated_episodes"] / seed["informative_per_1k_generated_episodes"]
+    return {
+        "clusters: adaptive final pass rate >= seed/fixed's": {
+            "value": ada["final_mean_pass_rate"] - seed["final_mean_pass_rate"],
+            "met": ada["final_mean_pass_rate"] >= seed["final_mean_pass_rate"]},
+        "clusters: adaptive informative per 1k >= 2x seed/fixed's": {"value": ratio, "met": ratio >= 2.0},
+        "clusters: every cluster generated (adaptive, every seed)": {
+            "value": ada["clusters_generated_min"], "met": ada["clusters_generated_min"] >= clusters},
+    }
+
+
+def draw_cluster_pass_rates(path: str | Path, runs: dict[str, list[RunResult]]) -> Path:
+    """Each cluster's final mean pass rate (first seed), sorted, one line per strategy: the clusters left behind."""
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot()
+        for label, rs in runs.items():
+            rates = sorted(rs[0].cluster_pass_rates)
+            ax.plot([(j + 0.5) / len(rates) for j in range(len(rates))], rates, marker=".", label=label)
+        ax.set_xlabel("clusters, sorted by final pass rate (share)")
+        ax.set_ylabel("final mean pass rate of the cluster")
+        ax.set_title("per-cluster final pass rate (first seed)", fontsize=9, loc="left")
+        ax.legend(loc="lower right", fontsize=7)
+
+    return atomic_write_bytes(path, render_png(draw, size=(8.0, 4.5)))
 
 
 def draw_step_bars(path: str | Path, runs: dict[str, list[RunResult]]) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, Verdict
@@ -69,6 +70,9 @@ class RunResult:
     timelines: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     #: every completed, scored group in order: (step, prompt id, zero spread) — for the persistence statistics
     groups: list[tuple[int, str, bool]] = field(default_factory=list)
+    #: clustered worlds: each cluster's final mean pass rate, and how many clusters had a prompt generated
+    cluster_pass_rates: list[float] = field(default_factory=list)
+    clusters_generated: int | None = None
 
     def summary(self, n_samples_per_prompt: int) -> dict[str, float]:
         s = self.steps
@@ -96,6 +100,9 @@ class RunResult:
             "generated_episodes": episodes,
             "stopped_early": sum(r.stopped_early for r in s),
             "episodes_saved_by_staging": sum(r.episodes_saved for r in s),
+            **({"cluster_final_pass_min": min(self.cluster_pass_rates),
+                "cluster_final_pass_median": median(self.cluster_pass_rates)} if self.cluster_pass_rates else {}),
+            **({"clusters_generated": self.clusters_generated} if self.clusters_generated is not None else {}),
         }
 
 
@@ -113,6 +120,7 @@ def simulate_run(
     label: str | None = None,
     staging: StagedSiblings | None = None,
     capacity: float | None = None,
+    labels: bool = True,
 ) -> RunResult:
     """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
 
@@ -122,6 +130,8 @@ def simulate_run(
     wave mode's (``horizon_for_waves``).  ``staging`` (staged siblings) or ``capacity`` (episodes in flight
     share the engine's throughput, :mod:`~shopsimrl.simulate.capacity`) run each step on the step-object shell
     (:mod:`~shopsimrl.simulate.shell`); by default ``_simulate_step`` times groups without sharing.
+    ``labels``: in a clustered world, the selector is told each prompt's cluster (``False``: it is not, as
+    before clusters were known).
     """
     mode = WaveMode.parse(waves)
     if steps < 1:
@@ -133,16 +143,18 @@ def simulate_run(
         raise ValueError(f"{len(w.prompt_ids)} prompts cannot fill a wave of {knobs.over_sampling_batch_size}")
     if explore_horizon_epochs is None:
         explore_horizon_epochs = horizon_for_waves(mode)
+    clusters = w.cluster_labels() if labels else None
     if selection == "oracle":
         from shopsimrl.simulate.oracle import OracleSelector
 
-        selector: PromptSelector = OracleSelector(w, n, seed)
+        selector: PromptSelector = OracleSelector(w, n, seed, clusters=clusters)
     elif selection == "seen-oracle":
         from shopsimrl.simulate.oracle import SeenOracleSelector
 
-        selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs)
+        selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     else:
-        selector = prompt_source(selection, w.prompt_ids, n, seed, explore_horizon_epochs=explore_horizon_epochs)
+        selector = prompt_source(selection, w.prompt_ids, n, seed, explore_horizon_epochs=explore_horizon_epochs,
+                                 clusters=clusters)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
     sizer: WaveSizer = FixedWaves(n)
     if mode is WaveMode.ADAPTIVE:
@@ -171,6 +183,8 @@ def simulate_run(
         initial_pass_rate=initial,
         timelines=timelines,
         groups=groups,
+        cluster_pass_rates=w.cluster_pass_rates() if w.clustered else [],
+        clusters_generated=len({w.cluster(pid) for pid in selector.ever_chosen()}) if w.clustered else None,
     )
 
 

@@ -13,6 +13,20 @@ Pass rate of prompt ``i`` under the current policy::
 - ``bonus_i`` grows by ``eta_prompt`` each time prompt ``i`` itself is trained on with
   spread (what the policy learns about that very prompt).
 
+**Clusters** (``clusters = K >= 1``, ``transfer = S``; ``K = 0``, the default, is the
+calibrated world above).  Prompt ``i`` belongs to cluster ``i mod K`` (the
+difficulties are independent draws, so every cluster has the same spread of them),
+and each cluster has its own skill ``skill_c`` in place of the shared one::
+
+    p_i = sigmoid(skill_c(i) + bonus_i − difficulty_i)
+
+An informative group of cluster ``c`` teaches every cluster ``c'`` the share ``S``
+of the calibrated step, ``S × eta_global × (1 − skill_c'/skill_cap)``, and its own
+cluster the rest, concentrated on the ``1/K`` of the prompts it holds:
+``(1 − S) × K × eta_global × (1 − skill_c/skill_cap)``.  Summed over the prompts,
+a group teaches as much as in the calibrated world; ``S = 1`` *is* the calibrated
+world, and with ``S = 0`` a cluster learns only from its own groups.
+
 A group is ``n`` Bernoulli(``p_i``) rewards; with probability ``technical_rate`` it is
 unscorable instead.  An episode lasts a log-normal time; a group finishes when its
 slowest sibling does (siblings run concurrently, and so do all groups in flight).
@@ -41,6 +55,8 @@ class WorldParams:
     technical_rate: float = 4 / 2560  # the release run: 4 technical groups in 2,560 submitted
     episode_median_s: float = 55.15
     episode_sigma: float = 0.5
+    clusters: int = 0  # 0: no clusters (the calibrated world); K >= 1: the prompts fall into K clusters
+    transfer: float = 1.0  # share of a cluster's learning that carries to every prompt (with clusters)
 
     def __post_init__(self) -> None:
         if self.prompts < 1:
@@ -53,9 +69,18 @@ class WorldParams:
             raise ValueError(f"technical_rate must be within [0, 1), got {self.technical_rate}")
         if self.episode_median_s <= 0 or self.episode_sigma < 0:
             raise ValueError("episode_median_s must be > 0 and episode_sigma >= 0")
+        if not 0 <= self.clusters <= self.prompts:
+            raise ValueError(f"clusters must be within [0, prompts={self.prompts}], got {self.clusters}")
+        if not 0.0 <= self.transfer <= 1.0:
+            raise ValueError(f"transfer must be within [0, 1], got {self.transfer}")
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+    @property
+    def label(self) -> str:
+        """A short name: ``calibrated``-style parameters print as they are; clustered worlds say K and S."""
+        return f"K = {self.clusters}, S = {self.transfer:g}" if self.clusters else "no clusters"
 
 
 class World:
@@ -70,13 +95,44 @@ class World:
         self.skill = 0.0
         self.informative_trained = 0
         self._index = {pid: i for i, pid in enumerate(self.prompt_ids)}
+        k = params.clusters
+        #: each prompt's cluster (all 0 without clusters), and each cluster's skill (clustered worlds only)
+        self.cluster_of = [i % k for i in range(params.prompts)] if k else [0] * params.prompts
+        self.cluster_skill = [0.0] * k
+
+    @property
+    def clustered(self) -> bool:
+        return self.params.clusters > 0
+
+    def cluster_labels(self) -> dict[str, int] | None:
+        """Each prompt's cluster, as the selector takes it (``None`` in a world without clusters)."""
+        return dict(zip(self.prompt_ids, self.cluster_of)) if self.clustered else None
+
+    def cluster(self, prompt_id: str) -> int:
+        return self.cluster_of[self._index[prompt_id]]
+
+    def _skill_of(self, i: int) -> float:
+        return self.cluster_skill[self.cluster_of[i]] if self.clustered else self.skill
 
     def pass_rate(self, prompt_id: str) -> float:
         i = self._index[prompt_id]
-        return sigmoid(self.skill + self.bonus[i] - self.difficulty[i])
+        return sigmoid(self._skill_of(i) + self.bonus[i] - self.difficulty[i])
 
     def mean_pass_rate(self) -> float:
+        if self.clustered:
+            return sum(sigmoid(self._skill_of(i) + b - d)
+                       for i, (b, d) in enumerate(zip(self.bonus, self.difficulty))) / len(self.difficulty)
         return sum(sigmoid(self.skill + b - d) for b, d in zip(self.bonus, self.difficulty)) / len(self.difficulty)
+
+    def cluster_pass_rates(self) -> list[float]:
+        """Mean pass rate per cluster (one figure, the mean, without clusters)."""
+        k = max(1, self.params.clusters)
+        totals, counts = [0.0] * k, [0] * k
+        for i, (b, d) in enumerate(zip(self.bonus, self.difficulty)):
+            c = self.cluster_of[i]
+            totals[c] += sigmoid(self._skill_of(i) + b - d)
+            counts[c] += 1
+        return [t / n for t, n in zip(totals, counts)]
 
     def play_group(self, prompt_id: str, n: int) -> tuple[list[float] | None, float]:
         """One group: its rewards (``None`` = technical) and how long it takes."""
@@ -96,8 +152,23 @@ class World:
 
     def train(self, informative_prompts: list[str]) -> None:
         """One optimizer step on the kept batch: only groups with spread move the policy."""
-        for _ in informative_prompts:
-            self.skill += self.params.eta_global * (1.0 - self.skill / self.params.skill_cap)
+        if self.clustered:
+            self._train_clusters(informative_prompts)
+        else:
+            for _ in informative_prompts:
+                self.skill += self.params.eta_global * (1.0 - self.skill / self.params.skill_cap)
         for pid in informative_prompts:
             self.bonus[self._index[pid]] += self.params.eta_prompt
         self.informative_trained += len(informative_prompts)
+
+    def _train_clusters(self, informative_prompts: list[str]) -> None:
+        p = self.params
+        skills, k, cap = self.cluster_skill, p.clusters, p.skill_cap
+        shared, own = p.transfer * p.eta_global, (1.0 - p.transfer) * k * p.eta_global
+        for pid in informative_prompts:
+            c = self.cluster_of[self._index[pid]]
+            gain = own * (1.0 - skills[c] / cap)
+            if shared:
+                for j in range(k):
+                    skills[j] += shared * (1.0 - skills[j] / cap)
+            skills[c] += gain

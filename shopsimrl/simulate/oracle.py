@@ -9,6 +9,7 @@ in that world.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
@@ -18,8 +19,8 @@ from shopsimrl.simulate.model import World
 class OracleSelector(SeedOrder):
     """``SeedOrder`` whose picks and predictions use the true pass rates of ``world``."""
 
-    def __init__(self, world: World, n_samples_per_prompt: int, seed: int) -> None:
-        super().__init__(world.prompt_ids, n_samples_per_prompt, seed=seed)
+    def __init__(self, world: World, n_samples_per_prompt: int, seed: int, *, clusters: Any = None) -> None:
+        super().__init__(world.prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters)
         self.strategy = "oracle"
         self.world = world
 
@@ -54,16 +55,16 @@ class SeenOracleSelector(PromptSelector):
     """
 
     def __init__(self, world: World, n_samples_per_prompt: int, seed: int,
-                 explore_horizon_epochs: float | None = None) -> None:
+                 explore_horizon_epochs: float | None = None, *, clusters: Any = None) -> None:
         super().__init__(world.prompt_ids, n_samples_per_prompt, "informative", seed,
-                         explore_horizon_epochs=explore_horizon_epochs)
+                         explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
         self.world = world
 
     def _true_z(self, i: int) -> float:
         return zero_spread_probability(self.world.pass_rate(self._ids[i]), self.n)
 
     def _nearest(self) -> int | None:
-        waiting = self._bucket_of  # observed prompts out of flight
+        waiting = self._bucket_of  # observed prompts out of flight (of every cluster)
         return min(waiting, key=self._true_z) if waiting else None
 
     def _predict(self, i: int) -> float:

@@ -16,7 +16,8 @@ one, so surplus groups are recorded (their evidence is real; their turn is used)
 
 Settings come from slime's ``args`` (``--custom-config-path`` keys):
 ``shopsim_selection`` (``informative`` by default here; ``seed`` is the shuffled-
-epoch order), ``rollout_seed``.  Under our adaptive rollout function (slime's
+epoch order), ``rollout_seed``, ``shopsim_cluster_key`` (a key of the prompts'
+metadata whose value is the prompt's cluster label, e.g. ``category``; none by default).  Under our adaptive rollout function (slime's
 ``args.rollout_function_path`` is ``ROLLOUT_FUNCTION_PATH``) the selector explores
 over the adaptive waves' horizon (``horizon_for_waves``), as the main job does with
 ``--waves adaptive``.  The prompt file is ``--prompt-data`` (JSONL, ``--input-key`` /
@@ -99,9 +100,11 @@ class SelectorDataSource:
         )
         strategy = getattr(args, "shopsim_selection", None) or DEFAULT_SLIME_SELECTION
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
+        cluster_key = getattr(args, "shopsim_cluster_key", None)  # prompts' metadata key holding their cluster
         self.selector = prompt_source(
             strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0),
             explore_horizon_epochs=horizon_for_waves(WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED),
+            clusters={t: meta.get(cluster_key) for t, meta in self._metadata.items()} if cluster_key else None,
         )
         self.sample_group_index = 0
         self.sample_index = 0

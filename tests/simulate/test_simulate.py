@@ -130,3 +130,73 @@ def test_the_seen_oracle_knows_only_the_prompts_it_has_observed():
     a = simulate_run(selection="seen-oracle", waves="adaptive", steps=30, seed=1).summary(8)
     b = simulate_run(selection="informative", waves="adaptive", steps=30, seed=1).summary(8)
     assert a["informative_per_1k_generated_episodes"] >= 0.97 * b["informative_per_1k_generated_episodes"]
+
+
+def test_one_cluster_is_the_calibrated_world_and_no_transfer_keeps_learning_in_its_cluster():
+    """K = 1 (any S) learns exactly as the calibrated world; with S = 0 an informative group moves only its own
+    cluster, K-fold (its cluster holds 1/K of the prompts); with S = 1 every cluster moves alike."""
+    from shopsimrl.simulate.model import World
+
+    plain, one = World(WorldParams(), 4), World(WorldParams(clusters=1, transfer=0.3), 4)
+    trained = plain.prompt_ids[:40]
+    for _ in range(5):
+        plain.train(trained)
+        one.train(trained)
+    assert one.mean_pass_rate() == pytest.approx(plain.mean_pass_rate(), abs=1e-12)
+    assert plain.cluster_labels() is None and set(one.cluster_labels().values()) == {0}
+
+    apart = World(WorldParams(clusters=10, transfer=0.0), 4)
+    first = apart.prompt_ids[0]
+    apart.train([first])
+    assert apart.cluster_skill[apart.cluster(first)] == pytest.approx(10 * 0.016)
+    assert sum(apart.cluster_skill) == pytest.approx(10 * 0.016)  # the others did not move
+    shared = World(WorldParams(clusters=10, transfer=1.0), 4)
+    shared.train([first])
+    assert shared.cluster_skill == pytest.approx([0.016] * 10)
+    rates = apart.cluster_pass_rates()
+    assert len(rates) == 10 and sum(rates) / 10 == pytest.approx(apart.mean_pass_rate())  # equal-sized clusters
+
+
+def test_world_refuses_impossible_clusters():
+    with pytest.raises(ValueError, match="clusters"):
+        WorldParams(prompts=10, clusters=11)
+    with pytest.raises(ValueError, match="transfer"):
+        WorldParams(clusters=3, transfer=1.5)
+
+
+def test_labels_let_adaptive_selection_try_every_cluster_where_learning_stays_inside():
+    """50 clusters, no transfer, 30 steps: told the clusters, informative/adaptive generates a prompt of every
+    cluster (they are tried first when a pick explores); the run reports the clusters it generated."""
+    world = WorldParams(clusters=50, transfer=0.0)
+    run = simulate_run(selection="informative", waves="adaptive", steps=30, seed=0, world=world)
+    assert run.clusters_generated == 50
+    assert len(run.cluster_pass_rates) == 50
+    summary = run.summary(8)
+    assert summary["clusters_generated"] == 50
+    assert summary["cluster_final_pass_min"] <= summary["cluster_final_pass_median"]
+    plain = simulate_run(selection="informative", waves="adaptive", steps=3, seed=0)
+    assert plain.clusters_generated is None and "cluster_final_pass_min" not in plain.summary(8)
+
+
+def test_cli_runs_a_clustered_world_and_draws_the_per_cluster_pass_rates(tmp_path, capsys):
+    out = tmp_path / "sim"
+    assert main(["simulate", "--steps", "3", "--seeds", "0", "--timeline-step", "2", "--clusters", "10",
+                 "--transfer", "0.3", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world"]["clusters"] == 10 and summary["world"]["transfer"] == 0.3
+    assert "informative/adaptive, no labels" in summary["summary"]
+    row = summary["summary"]["informative/adaptive"]
+    assert {"cluster_final_pass_min", "cluster_final_pass_median", "clusters_generated_min"} <= set(row)
+    assert set(summary["targets"]) == {"clusters: adaptive final pass rate >= seed/fixed's",
+                                       "clusters: adaptive informative per 1k >= 2x seed/fixed's",
+                                       "clusters: every cluster generated (adaptive, every seed)"}
+    assert (out / "cluster_pass_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "cluster min" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_transfer_without_clusters(tmp_path, capsys):
+    assert main(["simulate", "--steps", "2", "--timeline-step", "1", "--transfer", "0.3", "--out", str(tmp_path)]) == 2
+    assert "--transfer needs --clusters" in capsys.readouterr().err
+    assert main(["simulate", "--steps", "2", "--timeline-step", "1", "--clusters", "5", "--transfer", "2",
+                 "--out", str(tmp_path)]) == 2
+    assert "transfer must be within" in capsys.readouterr().err
