@@ -49,8 +49,6 @@ def check_options(args: argparse.Namespace) -> None:
          f"--learner {args.learner} is a mode of the heuristic policy (a real model learns in the trainer): drop "
          f"it or use --policy heuristic"),
         (args.eval_every is None or args.learner == "grpo", "--eval-every: used only with --learner grpo"),
-        (args.eval_every is None or args.eval_every >= 1, f"--eval-every must be >= 1, got {args.eval_every}"),
-        (args.eval_samples >= 1, f"--eval-samples must be >= 1, got {args.eval_samples}"),
         (args.learner != "grpo" or args.temperature is None,
          "--temperature: the learned policy's sharpness is its parameters; drop it with --learner grpo"),
         (not args.resume or args.name is not None, "--resume needs the --name of the run to continue"),

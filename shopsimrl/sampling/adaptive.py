@@ -88,6 +88,8 @@ class AdaptiveWaves:
     """How many groups to add now (the controller decides everything else)."""
 
     def __init__(self, target: int, max_in_flight: int, cushion: float = DEFAULT_CUSHION) -> None:
+        """``cushion``: expected informative groups kept in flight above the number still missing (negative:
+        fewer, never fewer groups than are missing); ``max_in_flight``: the step's submissions budget."""
         if not math.isfinite(cushion):
             raise ValueError(f"cushion must be a finite number (expected informative groups), got {cushion!r}")
         if target < 1 or max_in_flight < target:

@@ -145,7 +145,8 @@ def replay(
     """
     supply = _parse_supply(groups)
     step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=_Supply(len(supply)),
-                       sizer=FixedWaves(1), guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups)
+                       sizer=FixedWaves(1), guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups,
+                       tell_source=False)
     controller = step.controller
     pending: list[tuple[float, int]] = []  # (completion time, index): a heap
     events: list[ReplayEvent] = []
@@ -165,7 +166,7 @@ def replay(
 
     try:
         act(step.start())
-        while not step.done:
+        while not controller.done:  # the step's own test, one call less per decision
             if not pending:  # cannot happen: a step that needs a wave always gets one
                 raise AssertionError(f"controller stalled in state {controller.state}: {controller.summary()}")
             now, index = heapq.heappop(pending)

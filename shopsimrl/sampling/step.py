@@ -59,6 +59,10 @@ class Start(NamedTuple):
     spread_chance: float | None  # adaptive waves: the predicted chance that the group has reward spread
 
 
+def _ignore(_result: object) -> None:
+    return None
+
+
 _new_start = partial(tuple.__new__, Start)
 _index_of, _prompt_of = itemgetter(0), itemgetter(2)
 
@@ -165,10 +169,12 @@ class RolloutStep:
         guard: ConsecutiveFailureGuard | None = None,
         max_consecutive_failed_groups: int | None = None,
         staging: StagedSiblings | None = None,
+        tell_source: bool = True,
     ) -> None:
         """The consecutive-failure stop: ``guard`` (its streak shared across steps) or
         ``max_consecutive_failed_groups`` (a fresh guard, default 8), not both.  ``staging``: staged siblings
-        (opt-in); ``None`` starts every group whole, as the seed."""
+        (opt-in); ``None`` starts every group whole, as the seed.  ``tell_source=False``: the source learns
+        nothing from results (``replay``'s supply), so none are held for it."""
         self.controller = WaveController(rollout_batch_size, over_sampling_batch_size, max_consecutive_failed_groups,
                                          guard=guard)
         self.source = source
@@ -182,6 +188,8 @@ class RolloutStep:
         self.prompts: dict[int, Hashable] = {}  # submission index -> prompt
         self._spread_chance: dict[int, float] = {}  # adaptive: each group's predicted chance of spread
         self._feedback: list[tuple[int, Decision, Sequence[float] | None]] = []  # (index, ...): told at close()
+        self._hold_one = self._feedback.append if tell_source else _ignore
+        self._tell_source = tell_source
         self._ask_sizer_always = sizer.after_every_completion
         self._done: StepDone | None = None
 
@@ -214,7 +222,7 @@ class RolloutStep:
         except TooManyTechnicalFailures as exc:
             self._hold(exc.decisions, {index: rewards})
             raise
-        self._feedback.append((index, decision.decision, rewards))
+        self._hold_one((index, decision.decision, rewards))
         state = controller.state
         if state is State.DONE:
             return [decision, self.stop()]
@@ -277,11 +285,11 @@ class RolloutStep:
         c = self.controller
         aborted = c.abort()
         source, prompts = self.source, self.prompts
-        for index in aborted:
+        for index in aborted if self._tell_source else ():
             source.release(prompts[index])
         for index, decision, rewards in self._feedback:
             source.settle(prompts[index], rewards, surplus=decision is Decision.SURPLUS)
-        self._feedback.clear()
+        self._feedback.clear()  # the same list: _hold_one appends to it
         self._done = StepDone(
             kept=list(c.kept), fallback=list(c.fallback),
             dropped={reason: list(ids) for reason, ids in c.dropped.items()}, surplus=list(c.surplus),
@@ -293,6 +301,8 @@ class RolloutStep:
     # -- internals -------------------------------------------------------------------------------
     def _hold(self, decisions: Iterable[GroupDecision], rewards: dict[int, Sequence[float] | None]) -> None:
         """Keep each decided group's result for the prompt source, told at ``close()``."""
+        if not self._tell_source:
+            return
         feedback = self._feedback
         for d in decisions:
             feedback.append((d.index, d.decision, rewards[d.index]))

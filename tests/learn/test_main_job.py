@@ -86,7 +86,7 @@ def test_the_old_learning_flag_still_works_and_says_what_replaces_it(tmp_path, c
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--eval-every", "5"], "--eval-every: used only with --learner grpo"),
-    (["--learner", "grpo", "--eval-every", "0"], "--eval-every must be >= 1"),
+    (["--learner", "grpo", "--eval-every", "0"], "argument --eval-every: must be a whole number >= 1"),
     (["--learner", "grpo", "--resume"], "--resume needs the --name"),
     (["--learner", "grpo", "--temperature", "0.5"], "--temperature"),
     (["--learner", "grpo", "--name", "x", "--resume", "--selection", "informative"], "--resume: the informative"),
