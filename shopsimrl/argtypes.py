@@ -116,6 +116,16 @@ def cache_folder(text: str) -> Path:
     return path
 
 
+def existing_folder(text: str) -> Path:
+    """A folder that is there to be read (a slime checkout, a run folder): not "", not a file."""
+    if not text.strip():
+        _bad("an empty path; give a folder")
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        _bad(f"{text} is not a folder" if path.exists() else f"{text} does not exist")
+    return path
+
+
 def out_file(text: str) -> Path:
     """A regular file to (re)write atomically: not "", not a folder or a device, in a folder we can write in."""
     if not text.strip():

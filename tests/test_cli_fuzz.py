@@ -78,6 +78,9 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--system-prompt": (),
         "--max-context-tokens": ("0",),
         "--wandb-dir": (),
+        "--stage-size": ("0", "-1", Late("9", ("--siblings", "staged")), Late("4")),  # > n; without staged
+        "--eval-every": ("0", "-1", Late("5")),  # without --learner grpo
+        "--eval-samples": ("0", "-1"),
     },
     "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2"),
                   "--host": (Late("0.0.0.0"), Late("192.0.2.1")),  # beyond loopback without a token
@@ -91,7 +94,12 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
     "data export": {"--out": (), "--env": (), "--env-token-file": (Late("/etc/hostname"),),  # without --env
                     "--products": PRODUCTS, "--seed": (), "--cache-dir": ()},
     "simulate": {"--steps": ("0",), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
-                 "--prompts": ("0", "1", "31"), "--eta-prompt": ("-1",), "--eta-global": ("-1",)},
+                 "--prompts": ("0", "1", "31"), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
+                 "--stage-size": ("0", Late("4")), "--capacity": ("-1", Late("0", ("--siblings", "staged"))),
+                 "--clusters": ("-1",), "--transfer": ("-0.1", "2", Late("0.3"))},  # --transfer without --clusters
+    "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
+                    "--jobs": ("0", "99"), "--json": ()},
+    "compare": {"runs": ("", "/nonexistent/run", "/etc/hostname"), "--chart": ()},
 }
 
 #: options any string suits, and why

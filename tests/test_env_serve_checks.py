@@ -26,7 +26,8 @@ def test_a_busy_port_exits_1_at_once_without_serving(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         done, took = _serve("--port", str(port), "--products", "300000", "--cache-dir", str(tmp_path))  # never built
     assert done.returncode == 1, done.stderr
-    assert done.stderr.strip() == f"shopsimrl env serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert done.stderr.strip() == (f"shopsimrl env serve: cannot listen on 127.0.0.1 port {port}: Address already in "
+                                   f"use (stop what holds it, or choose another --port)")
     assert "serving" not in done.stdout and not list(tmp_path.iterdir())
     assert took < 30
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from shopsimrl.argtypes import existing_folder, out_file
+
 EXIT_OK, EXIT_REFUSED = 0, 2
 
 
@@ -17,8 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "eval success against the episodes generated so far, one line per run; print the table.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run folders (OUT/NAME)")
-    p.add_argument("--chart", type=Path, default=Path("compare.png"), help="the PNG to write")
+    p.add_argument("runs", nargs="+", type=existing_folder, metavar="RUN", help="run folders (OUT/NAME)")
+    p.add_argument("--chart", type=out_file, default=Path("compare.png"), help="the PNG to write")
     p.set_defaults(handler=handle)
 
 

@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.argtypes import existing_folder, folder, int_range, out_file
+
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
 SHOWN_MISMATCHES = 3
@@ -40,15 +42,15 @@ def register(commands: Any) -> None:
         "checkout at --slime-src, standing in only for torch, Ray, Megatron and SGLang's servers; print a verdict "
         "per check.",
     )
-    check.add_argument("--slime-src", required=True, metavar="PATH", help="the slime checkout (holds slime/ and train.py)")
-    check.add_argument("--workdir", default=None, metavar="DIR",
+    check.add_argument("--slime-src", required=True, metavar="PATH", type=existing_folder, help="the slime checkout (holds slime/ and train.py)")
+    check.add_argument("--workdir", default=None, metavar="DIR", type=folder,
                        help="where the runs write (default: a new temporary directory, removed unless --keep)")
     check.add_argument("--keep", action="store_true", help="keep the runs' files (their path is printed)")
     check.add_argument("--full-size", action="store_true",
                        help="the launcher's own step (16 groups of 8) over 1,600 prompts, not the quicker 8 of 4; "
                             "prints the sampling figures the docs quote")
-    check.add_argument("--jobs", type=int, default=2, help="configurations run at once (default 2)")
-    check.add_argument("--json", default=None, metavar="FILE", help="also write every verdict and figure to FILE")
+    check.add_argument("--jobs", type=int_range(1, 4), default=2, help="configurations run at once (default 2)")
+    check.add_argument("--json", default=None, metavar="FILE", type=out_file, help="also write every verdict and figure to FILE")
     check.set_defaults(handler=run)
 
 
@@ -131,5 +133,7 @@ def _check(src: Path, root: Path, args: argparse.Namespace) -> int:
     print(f"\n{len(verdicts) - failed} of {len(verdicts)} checks passed in {time.perf_counter() - started:.0f} s"
           + (f"; runs kept in {root}" if args.keep or args.workdir else ""))
     if args.json:
-        Path(args.json).write_text(json.dumps({"verdicts": verdicts, "figures": figures}, indent=1))
+        from shopsimrl.io import atomic_write_json
+
+        atomic_write_json(Path(args.json), {"verdicts": verdicts, "figures": figures})
     return EXIT_FAILED if failed else 0

@@ -92,7 +92,7 @@ def test_r29_cli_staged_on_the_in_process_env_every_group_in_batch_jsonl_has_all
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--siblings", "staged", "--stage-size", "8"], "stage size must be within [1, n_samples_per_prompt) = [1, 8)"),
-    (["--siblings", "staged", "--stage-size", "0"], "stage size must be within"),
+    (["--siblings", "staged", "--stage-size", "0"], "argument --stage-size: must be a whole number >= 1"),
     (["--stage-size", "3"], "is for staged siblings (--siblings staged)"),
 ])
 def test_r29_cli_refuses_bad_staging_options(tmp_path, capsys, argv, message):
