@@ -290,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-folder", action="store_true",
                         help="run all of tests/sampling on each mutation (not just its rule's example test) "
                         "and report the first test that fails")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per test run (default 300)")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds per test run (default 900: the whole folder, on a loaded 2-core machine)")
     args = parser.parse_args(argv)
 
     from rich.console import Console
