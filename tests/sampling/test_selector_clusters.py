@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import SkillModel
+from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.selector import (
     EXPLORE_HORIZON_EPOCHS,
     SELECTOR_PREFIX,
     PromptSelector,
     selector_step_metrics,
 )
+from shopsimrl.sampling.source import prompt_source_from_state
 
 STRATEGY = st.sampled_from(["seed", "informative"])
 # one script step: (k to ask for, how to finish each prompt in flight: record all-same / varied / release / keep)
@@ -49,7 +51,8 @@ def labelled(size: int, k: int, seed: int = 0, strategy: str = "informative", **
     ids = [f"p{i}" for i in range(size)]
     rng = random.Random(seed)
     labels = {pid: f"c{rng.randrange(k)}" for pid in ids}
-    return PromptSelector(ids, 8, strategy, seed, clusters=labels, **kw)
+    cls = SeedOrder if strategy == "seed" else PromptSelector  # the seed strategy's source is the seed order
+    return cls(ids, 8, seed=seed, clusters=labels, **kw)
 
 
 @settings(max_examples=40, deadline=None)
@@ -61,7 +64,7 @@ def test_labelled_selector_keeps_the_contract(strategy, size, k, seed, actions):
     drive(a, actions, trace_a)
     drive(b, actions, trace_b)
     assert trace_a == trace_b
-    restored = PromptSelector.from_state_dict(json.loads(json.dumps(a.state_dict())))
+    restored = prompt_source_from_state(json.loads(json.dumps(a.state_dict())))
     assert restored.state_dict() == a.state_dict()
     after_a, after_b = [], []
     drive(a, actions, after_a)
@@ -134,7 +137,7 @@ def test_a_never_seen_prompt_takes_its_cluster_s_estimate_and_a_new_cluster_is_w
     whose first group had spread, here higher than the solved cluster's — and the adaptive sizer reads that q."""
     ids = [f"s{i}" for i in range(10)] + [f"o{i}" for i in range(10)] + [f"n{i}" for i in range(10)]
     labels = {pid: {"s": "solved", "o": "open", "n": "new"}[pid[0]] for pid in ids}
-    sel = PromptSelector(ids, 8, "seed", 0, clusters=labels)
+    sel = SeedOrder(ids, 8, seed=0, clusters=labels)
     recorded = {"s": 0, "o": 0}  # the seed order: record the first six of "solved" and "open", release the rest
     for pid in sel.next_prompts(len(ids)):
         if pid[0] in recorded and recorded[pid[0]] < 6:

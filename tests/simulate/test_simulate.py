@@ -199,4 +199,4 @@ def test_cli_refuses_a_transfer_without_clusters(tmp_path, capsys):
     assert "--transfer needs --clusters" in capsys.readouterr().err
     assert main(["simulate", "--steps", "2", "--timeline-step", "1", "--clusters", "5", "--transfer", "2",
                  "--out", str(tmp_path)]) == 2
-    assert "transfer must be within" in capsys.readouterr().err
+    assert "--transfer: must be a finite number >= 0 and <= 1" in capsys.readouterr().err
