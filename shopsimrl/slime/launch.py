@@ -8,7 +8,7 @@ argument list.  So the list of slime flags exists once, in Python, and
 
 The knobs' defaults exist once too, here (taken from the parts' defaults modules):
 the scripts cannot import Python, so they ask for them with
-``python -m shopsimrl.slime.launch --print-defaults`` (``--full-run`` for
+``shopsimrl launch --print-defaults`` (``--full-run`` for
 ``run_full_train.sh``) and ``eval`` the shell lines it prints.
 
 ShopSim's own settings (env URL, trace dir, failure limit, turn limit) are not slime
@@ -414,10 +414,10 @@ def _shell_value(value: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m shopsimrl.slime.launch --print-defaults [--full-run]``: the knobs' defaults as shell lines."""
+    """``shopsimrl launch --print-defaults [--full-run]``: the knobs' defaults as shell lines."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m shopsimrl.slime.launch",
+    parser = argparse.ArgumentParser(prog="shopsimrl launch",
                                      description="Print the training knobs' defaults as shell lines (for the scripts' eval).")
     parser.add_argument("--print-defaults", action="store_true", required=True,
                         help="print `export NAME=${NAME:-default}` for every knob")
