@@ -43,18 +43,8 @@ from shopsimrl.sampling.knobs import (
     validate_wave_knobs,
 )
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, STRATEGIES, WAVE_MODES, WaveMode, is_faithful
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, ROLLOUT_FUNCTION_PATH
+from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, HOOKS, ROLLOUT_FUNCTION_PATH
 
-#: The hook paths, by slime flag.
-HOOKS: Mapping[str, str] = {
-    "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
-    "--custom-reward-post-process-path": "shopsimrl.slime_runtime.normalize_grpo_by_prompt_and_rollout",
-    "--custom-generate-function-path": "shopsimrl.slime_runtime.generate",
-    "--rollout-all-samples-process-path": "shopsimrl.slime_metrics.record_generated_rollout_groups",
-    "--custom-rollout-log-function-path": "shopsimrl.slime_metrics.enrich_rollout_metrics",
-    "--custom-eval-rollout-log-function-path": "shopsimrl.slime_metrics.drop_unscored_eval_episodes",
-    "--eval-function-path": "shopsimrl.slime_metrics.eval_rollout",
-}
 #: train.py flags the launcher refuses, with why (they would fail mid-run, or train on what they must not).
 REFUSED_FLAGS: Mapping[str, str] = {
     "--partial-rollout": (
