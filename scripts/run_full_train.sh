@@ -3,8 +3,8 @@
 # (scripts/run_shopsimrl_slime.sh), and stop the servers on exit, failure or Ctrl-C.
 #
 # Defaults: spare over-sampling slots in every wave (for zero-std groups), two optimizer
-# updates per step, and one env server on this machine (the values: `python -m
-# shopsimrl.slime.launch --print-defaults --full-run`).  More env servers:
+# updates per step, and one env server on this machine (the values: `shopsimrl launch
+# --print-defaults --full-run`).  More env servers:
 #   ENV_PROCESSES=4          four server processes on this machine (ports ENV_PORT..ENV_PORT+3)
 #   ENV_SERVERS_PER_NODE=2   two servers on every node of the Ray cluster (shopsimrl env ray-serve;
 #                            needs shopsimrl[ray] and, as they bind the nodes' IPs, SHOPSIM_ENV_TOKEN_FILE)
@@ -20,7 +20,7 @@ HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 : "${DRY_RUN:=0}"
 # The knobs' defaults (ROLLOUT_BATCH_SIZE, ..., this run's OVER_SAMPLING_BATCH_SIZE and GLOBAL_BATCH_SIZE,
 # ENV_HOST, ENV_PORT, ENV_SLOTS, RUN_DIR) are defined once, in Python; print them with
-#   python -m shopsimrl.slime.launch --print-defaults --full-run
+#   shopsimrl launch --print-defaults --full-run
 defaults=$("$SHOPSIMRL_PYTHON" -m shopsimrl.slime.launch --print-defaults --full-run)
 eval "$defaults"
 # This script's own knobs (no other place reads them):

@@ -31,6 +31,7 @@ from shopsimrl.sampling import DROP_REASONS, dynamic_filter_drop_key, rollout_st
 from shopsimrl.sampling.knobs import ZERO_STD_EPSILON
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
+from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.samples import group_outcome, group_outcomes, reward_key
 from shopsimrl.slime.state import hook_state
 
@@ -104,7 +105,7 @@ def _trained_groups(trained: list[Any], key: str) -> list[Any]:
 
 
 #: slime's ``--eval-function-path`` for :func:`eval_rollout` (the launcher sets it).
-EVAL_FUNCTION_PATH = "shopsimrl.slime_metrics.eval_rollout"
+EVAL_FUNCTION_PATH = HOOKS["--eval-function-path"]
 
 
 def eval_scored_metrics(args: Any, data: dict[str, dict[str, Any]]) -> dict[str, float]:

@@ -121,6 +121,12 @@ class _Supply:
     def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:
         return None
 
+    def predicted_zero_spread(self, prompt_id: Hashable) -> None:
+        return None
+
+    def predicted_logit(self, prompt_id: Hashable) -> None:
+        return None
+
 
 class _Short(Exception):
     def __init__(self, first: int, count: int) -> None:

@@ -33,6 +33,14 @@ class PromptSource(Protocol):
         """A started prompt with no result (aborted): out of flight."""
         ...
 
+    def predicted_zero_spread(self, prompt_id: Hashable) -> float | None:
+        """Predicted chance that the prompt's next group has no reward spread (``None``: no prediction)."""
+        ...
+
+    def predicted_logit(self, prompt_id: Hashable) -> tuple[float, float] | None:
+        """Mean and variance of the prompt's pass-rate logit (``None``: no prediction): staged siblings' rule."""
+        ...
+
 
 def prompt_source(
     strategy: Strategy | str,

@@ -259,9 +259,8 @@ class RolloutStep:
             raise ValueError(f"group {index}: {len(rewards)} first-stage rewards for a stage of {staging.stage_size}")
         self._first_stage.discard(index)
         c, prompt = self.controller, self.prompts[index]
-        logit = getattr(self.source, "predicted_logit", None)
         nxt, _chance = after_first_stage(rewards, n=staging.n, remaining=c.remaining, target=c.target,
-                                         logit=None if logit is None else logit(prompt), threshold=staging.threshold)
+                                         logit=self.source.predicted_logit(prompt), threshold=staging.threshold)
         if nxt is Next.REST:
             self.stage_counts["rest_started"] += 1
             return [Start(index, c.wave_of(index), prompt, staging.rest, self._spread_chance.get(index))]
@@ -326,8 +325,8 @@ class RolloutStep:
         assert staging is not None
         q = start.spread_chance
         if q is None:
-            predicted = getattr(self.source, "predicted_zero_spread", None)
-            q = 0.0 if predicted is None else 1.0 - predicted(start.prompt)
+            zero = self.source.predicted_zero_spread(start.prompt)
+            q = 0.0 if zero is None else 1.0 - zero
         if q >= staging.skip_q:
             self.stage_counts["whole"] += 1
             return start

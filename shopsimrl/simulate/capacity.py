@@ -66,7 +66,8 @@ class SharedThroughput:
         if not heap:
             raise IndexError("no episode in flight")
         finish = heap[0][0]
-        self.now += (finish - self._virtual) / self.rate()
+        # no sharing: simulated time is virtual time (set, not summed, so it carries no rounding drift)
+        self.now = finish if self.capacity is None else self.now + (finish - self._virtual) / self.rate()
         self._virtual = finish
         done: list[Hashable] = []
         while heap and (heap[0][0] == finish or heap[0][2] in cancelled):

@@ -3,14 +3,15 @@
 Per step: groups are submitted (whole waves, or adaptive refills), finish after
 their simulated duration, are filtered by the controller exactly as in the main
 job, and their results go back to the selector; the kept informative groups then
-train the simulated policy.  The step's events use the driver's event schema
+train the simulated policy.  One loop times every mode: each episode runs on the
+capacity model's clock (no capacity: no sharing), and staged siblings are the step
+object's business.  The step's events use the driver's event schema
 (``wave`` / ``decision`` / ``abort`` with a time ``t``), so the same wave-timeline
 picture draws both.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -23,8 +24,9 @@ from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMo
 from shopsimrl.sampling.selector import PromptSelector
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, Start, WaveSizer
+from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, WaveSizer
 from shopsimrl.sampling.verdict import reward_spread_verdict
+from shopsimrl.simulate.capacity import SharedThroughput
 from shopsimrl.simulate.model import World, WorldParams
 
 
@@ -47,13 +49,13 @@ class StepRecord:
     wall_s: float
     mean_pass_rate: float  # over every prompt, after this step's update
     selector: dict[str, float]
-    # the step-object shell (capacity model, staged siblings); None/0 on the default loop
-    episodes: int | None = None  # episodes started (a staged group stopped early: K)
+    episodes: int = 0  # episodes started (a staged group stopped early: K)
+    # staged siblings (0 without them)
     stopped_early: int = 0  # staged groups decided as zero-std drops after K
     episodes_saved: int = 0  # their n − K siblings never started
     staged: int = 0  # groups started staged (K first)
     started_whole: int = 0  # staging skipped: predicted to spread
-    judged_episodes: int | None = None  # episodes of the completed groups the filter judged
+    judged_episodes: int = 0  # episodes of the completed groups the filter judged
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -80,7 +82,7 @@ class RunResult:
         kept = sum(r.accepted + r.fallback for r in s)
         accepted = sum(r.accepted for r in s)
         scored = sum(r.scored_completed for r in s)
-        episodes = sum(r.submitted * n_samples_per_prompt if r.episodes is None else r.episodes for r in s)
+        episodes = sum(r.episodes for r in s)
         wall = sum(r.wall_s for r in s)
         return {
             "steps": len(s),
@@ -127,9 +129,8 @@ def simulate_run(
     ``selection``: ``seed``, ``informative``, ``oracle`` (reads the true pass rates: an upper bound), or
     ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: what better
     estimates could still win with the same exploration).  ``explore_horizon_epochs`` defaults to the
-    wave mode's (``horizon_for_waves``).  ``staging`` (staged siblings) or ``capacity`` (episodes in flight
-    share the engine's throughput, :mod:`~shopsimrl.simulate.capacity`) run each step on the step-object shell
-    (:mod:`~shopsimrl.simulate.shell`); by default ``_simulate_step`` times groups without sharing.
+    wave mode's (``horizon_for_waves``).  ``staging``: staged siblings; ``capacity``: episodes in flight
+    share the engine's throughput (:mod:`~shopsimrl.simulate.capacity`; ``None``, the default: no sharing).
     ``labels``: in a clustered world, the selector is told each prompt's cluster (``False``: it is not, as
     before clusters were known).
     """
@@ -164,13 +165,8 @@ def simulate_run(
     timelines: dict[int, list[dict[str, Any]]] = {}
     groups: list[tuple[int, str, bool]] = []
     for step in range(1, steps + 1):
-        if staging is not None or capacity is not None:
-            from shopsimrl.simulate.shell import simulate_step_shared
-
-            record, events = simulate_step_shared(step, w, selector, guard, knobs, sizer, groups, staging=staging,
-                                                  capacity=capacity)
-        else:
-            record, events = _simulate_step(step, w, selector, guard, knobs, sizer, groups)
+        record, events = _simulate_step(step, w, selector, guard, knobs, sizer, groups, staging=staging,
+                                        capacity=capacity)
         records.append(record)
         if step in keep_timelines:
             timelines[step] = events
@@ -196,68 +192,93 @@ def _simulate_step(
     knobs: SamplingKnobs,
     sizer: WaveSizer,
     groups: list[tuple[int, str, bool]],
+    *,
+    staging: StagedSiblings | None = None,
+    capacity: float | None = None,
 ) -> tuple[StepRecord, list[dict[str, Any]]]:
-    """One step: a shell around :class:`RolloutStep` (groups finish after their simulated duration)."""
-    rollout = RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=source, sizer=sizer,
-                          guard=guard)
-    heap: list[tuple[float, int]] = []
-    rewards_of: dict[int, list[float] | None] = {}
+    """One step: an I/O shell around :class:`RolloutStep`, which decides everything (waves or refills, the
+    filter, the fallback, the abort, staged siblings).  The shell draws each group's ``n`` rewards and solo
+    durations once, when it starts (a staged group's rest is the rest of the same group), and times every
+    episode on :class:`SharedThroughput` (``capacity=None``: no sharing, a group takes its slowest sibling).
+    Groups that finish at one instant are one batch; a staged group's first ``K`` report after them."""
+    n = knobs.n_samples_per_prompt
+    rs = RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=source, sizer=sizer,
+                     guard=guard, staging=staging)
+    clock = SharedThroughput(capacity)
+    drawn: dict[int, tuple[list[float] | None, list[float]]] = {}
+    running: dict[tuple[int, int], list[tuple[tuple[int, int], int]]] = {}  # job (group, first sibling): episodes
+    left: dict[tuple[int, int], int] = {}  # job -> its episodes still running
+    heads: set[int] = set()  # groups whose first K are out (staged)
+    judged: dict[int, list[float] | None] = {}  # rewards the filter saw (K for a group stopped early)
     events: list[dict[str, Any]] = [{"t": 0.0, "event": "step_start", "step": step}]
-    now = 0.0
+    episodes, now = 0, 0.0
 
     def act(actions: list[Any]) -> None:
-        started: list[Start] = []
-        for action in actions:
-            if type(action) is Start:
-                rewards, duration = world.play_group(str(action.prompt), len(action.siblings))
-                rewards_of[action.index] = rewards
-                heapq.heappush(heap, (now + duration, action.index))
-                started.append(action)
-            elif type(action) is GroupDecision:
-                events.append({"t": now, "event": "decision", "task_id": str(rollout.prompts[action.index]),
-                               **action.as_dict()})
-        if started:  # one wave (or refill) per event
-            events.append({"t": now, "event": "wave", "wave": started[0].wave, "first_index": started[0].index,
-                           "last_index": started[-1].index, "task_ids": [str(a.prompt) for a in started],
-                           "remaining": rollout.controller.remaining})
+        nonlocal episodes
+        starts: list[Start] = []
+        for a in actions:
+            if type(a) is Start:
+                if a.index not in drawn:
+                    drawn[a.index] = world.play_siblings(str(a.prompt), n)
+                    starts.append(a)
+                job, durations = (a.index, a.siblings.start), drawn[a.index][1]
+                running[job] = [(job, s) for s in a.siblings]
+                for key in running[job]:
+                    clock.start(key, durations[key[1]])
+                left[job] = len(a.siblings)
+                episodes += len(a.siblings)
+                if a.siblings.stop < n:
+                    heads.add(a.index)
+            elif type(a) is GroupDecision:
+                events.append({"t": now, "event": "decision", "task_id": str(rs.prompts[a.index]), **a.as_dict()})
+            elif type(a) is AbortRest:
+                clock.cancel([key for job, keys in running.items() if job[0] in a.indices for key in keys])
+        if starts:  # one wave (or refill) per event
+            events.append({"t": now, "event": "wave", "wave": starts[0].wave, "first_index": starts[0].index,
+                           "last_index": starts[-1].index, "task_ids": [str(s.prompt) for s in starts],
+                           "remaining": rs.controller.remaining})
 
-    act(rollout.start())
-    while not rollout.done:
-        now, index = heapq.heappop(heap)
-        batch = [index]
-        while heap and heap[0][0] == now:
-            batch.append(heapq.heappop(heap)[1])
-        act(rollout.complete_batch([(i, _verdict(rewards_of[i]), rewards_of[i]) for i in batch]))
-    done = rollout.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
+    act(rs.start())
+    while not rs.done:
+        now, finished = clock.next()
+        ended = []
+        for job, _s in finished:
+            left[job] -= 1
+            if not left[job]:
+                del left[job], running[job]
+                ended.append(job[0])
+        whole = sorted(i for i in ended if i not in heads)
+        if whole:
+            judged.update((i, drawn[i][0]) for i in whole)
+            act(rs.complete_batch([(i, _verdict(drawn[i][0]), drawn[i][0]) for i in whole]))
+        for index in sorted(i for i in ended if i in heads):
+            heads.discard(index)
+            if rs.done:
+                break  # the batch filled up: what else finished now is aborted with the rest
+            assert staging is not None
+            rewards = drawn[index][0]
+            head = [None] * staging.stage_size if rewards is None else rewards[:staging.stage_size]
+            actions = rs.first_stage(index, head)
+            if any(type(a) is GroupDecision for a in actions):
+                judged[index] = list(head)  # type: ignore[arg-type]
+            act(actions)
+    done = rs.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
     events.append({"t": now, "event": "abort", "aborted": done.aborted})
 
-    aborted = set(done.aborted)
-    completed = [i for i in rollout.prompts if i not in aborted]
-    scored = [r for i in completed if (r := rewards_of[i]) is not None]
-    for i in completed:
-        r = rewards_of[i]
-        if r is not None:
-            groups.append((step, str(rollout.prompts[i]), _verdict(r) is Verdict.ZERO_STD))
-    world.train([str(rollout.prompts[i]) for i in done.informative])
-    stats = source.pop_stats()
+    scored = [r for i in sorted(judged) if (r := judged[i]) is not None]
+    groups.extend((step, str(rs.prompts[i]), _verdict(r) is Verdict.ZERO_STD)
+                  for i in sorted(judged) if (r := judged[i]) is not None)
+    world.train([str(rs.prompts[i]) for i in done.informative])
+    counts = rs.stage_counts
     record = StepRecord(
-        step=step,
-        submitted=done.submitted,
-        completed=done.completed,
-        accepted=len(done.kept) - len(done.fallback),
-        fallback=len(done.fallback),
-        zero_std_dropped=len(done.dropped[REASON_ZERO_STD]),
-        technical_dropped=len(done.dropped[REASON_TECHNICAL]),
-        surplus=len(done.surplus),
-        aborted=len(done.aborted),
-        zero_spread_completed=sum(1 for r in scored if _verdict(r) is Verdict.ZERO_STD),
-        scored_completed=len(scored),
-        successes=int(sum(sum(r) for r in scored)),
-        all_wrong_completed=sum(1 for r in scored if max(r) == 0.0),
-        waves=done.waves,
-        wall_s=now,
-        mean_pass_rate=world.mean_pass_rate(),
-        selector=stats,
+        step=step, submitted=done.submitted, completed=done.completed, accepted=len(done.informative),
+        fallback=len(done.fallback), zero_std_dropped=len(done.dropped[REASON_ZERO_STD]),
+        technical_dropped=len(done.dropped[REASON_TECHNICAL]), surplus=len(done.surplus), aborted=len(done.aborted),
+        zero_spread_completed=sum(1 for r in scored if _verdict(r) is Verdict.ZERO_STD), scored_completed=len(scored),
+        successes=int(sum(sum(r) for r in scored)), all_wrong_completed=sum(1 for r in scored if max(r) == 0.0),
+        waves=done.waves, wall_s=now, mean_pass_rate=world.mean_pass_rate(), selector=source.pop_stats(),
+        episodes=episodes, stopped_early=counts["stopped_early"], episodes_saved=counts["episodes_saved"],
+        staged=counts["staged"], started_whole=counts["whole"], judged_episodes=sum(len(r) for r in scored),
     )
     return record, events
 

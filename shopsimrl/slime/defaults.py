@@ -11,3 +11,14 @@ DEFAULT_TRACE_DIR = "shopsim_traces"
 DATA_SOURCE_PATH = "shopsimrl.slime.data_source.SelectorDataSource"
 #: slime's ``--rollout-function-path`` for adaptive waves (``WAVES=adaptive``).
 ROLLOUT_FUNCTION_PATH = "shopsimrl.slime.rollout_fn.generate_rollout"
+#: The hooks slime loads by dotted path on every run, by slime flag: the one place their paths are written
+#: (public: scripts and saved launch configs name them, so a hook that moves keeps its old path working).
+HOOKS: dict[str, str] = {  # a constant (read, never written)
+    "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
+    "--custom-reward-post-process-path": "shopsimrl.slime_runtime.normalize_grpo_by_prompt_and_rollout",
+    "--custom-generate-function-path": "shopsimrl.slime_runtime.generate",
+    "--rollout-all-samples-process-path": "shopsimrl.slime_metrics.record_generated_rollout_groups",
+    "--custom-rollout-log-function-path": "shopsimrl.slime_metrics.enrich_rollout_metrics",
+    "--custom-eval-rollout-log-function-path": "shopsimrl.slime_metrics.drop_unscored_eval_episodes",
+    "--eval-function-path": "shopsimrl.slime_metrics.eval_rollout",
+}

@@ -8,7 +8,7 @@ argument list.  So the list of slime flags exists once, in Python, and
 
 The knobs' defaults exist once too, here (taken from the parts' defaults modules):
 the scripts cannot import Python, so they ask for them with
-``python -m shopsimrl.slime.launch --print-defaults`` (``--full-run`` for
+``shopsimrl launch --print-defaults`` (``--full-run`` for
 ``run_full_train.sh``) and ``eval`` the shell lines it prints.
 
 ShopSim's own settings (env URL, trace dir, failure limit, turn limit) are not slime
@@ -43,18 +43,8 @@ from shopsimrl.sampling.knobs import (
     validate_wave_knobs,
 )
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, STRATEGIES, WAVE_MODES, WaveMode, is_faithful
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, ROLLOUT_FUNCTION_PATH
+from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, HOOKS, ROLLOUT_FUNCTION_PATH
 
-#: The hook paths, by slime flag.
-HOOKS: Mapping[str, str] = {
-    "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
-    "--custom-reward-post-process-path": "shopsimrl.slime_runtime.normalize_grpo_by_prompt_and_rollout",
-    "--custom-generate-function-path": "shopsimrl.slime_runtime.generate",
-    "--rollout-all-samples-process-path": "shopsimrl.slime_metrics.record_generated_rollout_groups",
-    "--custom-rollout-log-function-path": "shopsimrl.slime_metrics.enrich_rollout_metrics",
-    "--custom-eval-rollout-log-function-path": "shopsimrl.slime_metrics.drop_unscored_eval_episodes",
-    "--eval-function-path": "shopsimrl.slime_metrics.eval_rollout",
-}
 #: train.py flags the launcher refuses, with why (they would fail mid-run, or train on what they must not).
 REFUSED_FLAGS: Mapping[str, str] = {
     "--partial-rollout": (
@@ -414,10 +404,10 @@ def _shell_value(value: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m shopsimrl.slime.launch --print-defaults [--full-run]``: the knobs' defaults as shell lines."""
+    """``shopsimrl launch --print-defaults [--full-run]``: the knobs' defaults as shell lines."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m shopsimrl.slime.launch",
+    parser = argparse.ArgumentParser(prog="shopsimrl launch",
                                      description="Print the training knobs' defaults as shell lines (for the scripts' eval).")
     parser.add_argument("--print-defaults", action="store_true", required=True,
                         help="print `export NAME=${NAME:-default}` for every knob")

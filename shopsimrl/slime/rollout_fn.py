@@ -84,6 +84,11 @@ class DataSourceGroups:
         selector = self.data_source.selector
         return group, 1.0 - selector.predicted_zero_spread(task_id) if task_id in selector.in_flight else 0.0
 
+    def predicted_zero_spread(self, group: list[Any]) -> None:
+        """No prediction for a fixed wave's group: with staged siblings it starts its first ``K`` (adaptive
+        refills carry the selector's chance of spread in ``next_prompt``)."""
+        return None
+
     def predicted_logit(self, group: list[Any]) -> tuple[float, float] | None:
         """Staged siblings: the selector's pass-rate logit for the group's prompt (``None``: not its pick)."""
         task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)

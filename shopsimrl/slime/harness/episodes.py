@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.harness.leg import launcher_argv
 
-HOOK = "shopsimrl.slime_runtime.generate"
+HOOK = HOOKS["--custom-generate-function-path"]
 
 
 def _reply(tokenizer: Any) -> Any:
