@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.sampling.modes import STRATEGIES, WAVE_MODES, WaveMode
 from shopsimrl.slime.harness import workspace
 
-SELECTIONS = ("seed", "informative")
-WAVES = ("fixed", "adaptive")
+SELECTIONS = STRATEGIES
+WAVES = WAVE_MODES
 CONFIGURATIONS = tuple((s, w) for s in SELECTIONS for w in WAVES)
 LEG_TIMEOUT_SECONDS = 600.0
 EVAL_DATASET = "shopsim_val"
@@ -231,7 +232,7 @@ def check_replay(leg: dict[str, Any], waves: str) -> list[str]:
     for step in sorted(leg["trained"], key=int):
         controller = WaveController(target, wave, guard=ConsecutiveFailureGuard(sys.maxsize))
         events = leg.get("events", {}).get(step, [])
-        if waves == "fixed":
+        if WaveMode.parse(waves) is WaveMode.FIXED:
             controller.submit()
             batches = _batches(e for e in events if e[0] == "filter")
             for batch in batches:
@@ -264,7 +265,7 @@ def check_replay(leg: dict[str, Any], waves: str) -> list[str]:
             got = metrics.get(dynamic_filter_drop_key(reason), 0)
             if int(got) != count:
                 problems.append(f"step {step}: slime logged {got} {reason} drops, the replay drops {count}")
-        if waves == "fixed":
+        if WaveMode.parse(waves) is WaveMode.FIXED:
             base += controller.submitted
         if len(problems) > 10:
             problems.append("... (further steps not compared)")
