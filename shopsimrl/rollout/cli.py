@@ -336,6 +336,8 @@ class _Interrupts:
     def __exit__(self, *exc: object) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._loop.remove_signal_handler(sig)
+            if self.signal is not None:  # already on the way out with 128 + signal: a late second one changes nothing
+                signal.signal(sig, signal.SIG_IGN)
 
     def _fire(self, sig: signal.Signals) -> None:
         servers = self.env.servers if self.env is not None else None
