@@ -20,7 +20,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from shopsimrl.sampling.modes import Strategy
-from shopsimrl.sampling.selector import NotEnoughPromptsError, PromptSelector
+from shopsimrl.sampling.selector import PromptSelector
 
 
 class SeedOrder(PromptSelector):
@@ -34,14 +34,7 @@ class SeedOrder(PromptSelector):
 
     def next_prompts(self, k: int) -> list[Hashable]:
         """``k`` distinct prompts to start now, in the seed's order; none of them is already in flight."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"k must be an integer >= 0, got {k!r}")
-        free = len(self._ids) - len(self._in_flight)
-        if k > free:
-            raise NotEnoughPromptsError(
-                f"asked for {k} prompts but only {free} of {len(self._ids)} are not in flight: "
-                "use a larger prompt set or submit fewer groups at once"
-            )
+        self._require_free(k)
         out: list[int] = []
         in_flight = self._in_flight
         for i in list(self._deferred):

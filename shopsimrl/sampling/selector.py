@@ -189,8 +189,8 @@ class PromptSelector:
     def in_flight(self) -> frozenset[Hashable]:
         return frozenset(self._ids[i] for i in self._in_flight)
 
-    def next_prompts(self, k: int) -> list[Hashable]:
-        """``k`` distinct prompts to start now; none of them is already in flight."""
+    def _require_free(self, k: int) -> None:
+        """Refuse a request for ``k`` prompts that cannot all be distinct and out of flight (every strategy)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"k must be an integer >= 0, got {k!r}")
         free = len(self._ids) - len(self._in_flight)
@@ -199,6 +199,10 @@ class PromptSelector:
                 f"asked for {k} prompts but only {free} of {len(self._ids)} are not in flight: "
                 "use a larger prompt set or submit fewer groups at once"
             )
+
+    def next_prompts(self, k: int) -> list[Hashable]:
+        """``k`` distinct prompts to start now; none of them is already in flight."""
+        self._require_free(k)
         out = [self._pick() for _ in range(k)]
         return [self._ids[i] for i in out]
 
