@@ -7,7 +7,9 @@ adapter converts it.  ``should_drop`` is slime's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from shopsimrl.sampling.verdict import Verdict
 
@@ -27,12 +29,15 @@ KEEP = FilterOutput(keep=True)
 TECHNICAL_DROP = FilterOutput(keep=False, reason=REASON_TECHNICAL, keep_when_insufficient=False)
 ZERO_STD_DROP = FilterOutput(keep=False, reason=REASON_ZERO_STD, keep_when_insufficient=True)
 
-_OUTPUTS = {Verdict.VARIED: KEEP, Verdict.ZERO_STD: ZERO_STD_DROP, Verdict.TECHNICAL: TECHNICAL_DROP}
+#: The filter's answer per verdict, the one place it is written (read-only; the controller's hot path reads it).
+FILTER_OUTPUTS: Mapping[Verdict, FilterOutput] = MappingProxyType(
+    {Verdict.VARIED: KEEP, Verdict.ZERO_STD: ZERO_STD_DROP, Verdict.TECHNICAL: TECHNICAL_DROP}
+)
 
 
 def filter_output(verdict: Verdict) -> FilterOutput:
     """Technical: drop, never a fallback.  Zero-std: drop unless the batch runs short.  Varied: keep."""
-    return _OUTPUTS[verdict]
+    return FILTER_OUTPUTS[verdict]
 
 
 def verdict_of(output: FilterOutput | object) -> Verdict:
