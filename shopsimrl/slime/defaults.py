@@ -11,8 +11,12 @@ DEFAULT_TRACE_DIR = "shopsim_traces"
 DATA_SOURCE_PATH = "shopsimrl.slime.data_source.SelectorDataSource"
 #: slime's ``--rollout-function-path`` for adaptive waves (``WAVES=adaptive``).
 ROLLOUT_FUNCTION_PATH = "shopsimrl.slime.rollout_fn.generate_rollout"
-#: The hooks slime loads by dotted path on every run, by slime flag: the one place their paths are written
-#: (public: scripts and saved launch configs name them, so a hook that moves keeps its old path working).
+#: The hooks slime loads by dotted path on every run, by slime flag: the one place their paths are written.
+#: These are the public, stable paths, not where the code lives (that is ``shopsimrl.slime.filter``, ``.rewards``,
+#: ``.generate``, ``.metrics``, ``.evaluation``): slime users' scripts and saved launch configs already hold them
+#: (the filter's is the seed's), so ``shopsimrl.slime_runtime`` and ``shopsimrl.slime_metrics`` re-export each hook
+#: under its old name and the launcher keeps writing these.  tests/slime_hooks/test_hook_paths.py checks that each
+#: resolves to its implementation.
 HOOKS: dict[str, str] = {  # a constant (read, never written)
     "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
     "--custom-reward-post-process-path": "shopsimrl.slime_runtime.normalize_grpo_by_prompt_and_rollout",

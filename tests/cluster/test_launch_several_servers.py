@@ -45,7 +45,7 @@ def test_custom_config_takes_a_url_list_and_sums_the_slots(tmp_path: Path) -> No
 
 
 async def test_the_generate_hook_builds_a_pool_for_a_list_with_the_token(tmp_path: Path) -> None:
-    from shopsimrl.slime_runtime import _http_env_client
+    from shopsimrl.slime.generate import _http_env_client
 
     token_file = tmp_path / "env.token"
     token_file.write_text(TOKEN)
