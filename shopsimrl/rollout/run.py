@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import atomic_write_json
+from shopsimrl.rollout.context import RunContext
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
-from shopsimrl.rollout.driver import RunContext, StepDriver, StepObserver
+from shopsimrl.rollout.driver import StepDriver
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
+from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
