@@ -20,7 +20,7 @@ from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
 from shopsimrl.sampling.selector import PromptSelector
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, WaveSizer
+from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, WaveSizer
 
 
 @dataclass
@@ -48,6 +48,12 @@ class RunContext:
     def faithful(self) -> bool:
         """The seed's own sampling (seed order, whole waves): the step metrics carry no selector figures."""
         return is_faithful(self.source.strategy, self.waves)
+
+    def rollout_step(self) -> RolloutStep:
+        """A step's sans-I/O object: the run's guard (its streak spans steps), source and staging."""
+        knobs = self.knobs
+        return RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=self.source,
+                           sizer=self.wave_sizer(), guard=self.guard, staging=self.staging)
 
     def wave_sizer(self) -> WaveSizer:
         """A fresh sizer for each step: slime's whole waves, or adaptive refills (opt-in)."""

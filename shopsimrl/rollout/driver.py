@@ -26,7 +26,7 @@ from shopsimrl.rollout.progress import LiveProgress
 from shopsimrl.rollout.report import StepReport, build_step_report
 from shopsimrl.rollout.tasks import GroupTasks
 from shopsimrl.sampling import GroupDecision, TooManyTechnicalFailures, Verdict
-from shopsimrl.sampling.step import RolloutStep, Start
+from shopsimrl.sampling.step import Start
 from shopsimrl.sampling.verdict import unique_rollout_rewards
 
 
@@ -35,9 +35,7 @@ class StepDriver:
 
     def __init__(self, ctx: RunContext, step: int) -> None:
         self.ctx, self.step, self.paths = ctx, step, ctx.paths.step(step)
-        self.rollout = RolloutStep(  # the run's guard carries max_consecutive_failed_groups
-            ctx.knobs.rollout_batch_size, ctx.knobs.over_sampling_batch_size, source=ctx.source,
-            sizer=ctx.wave_sizer(), guard=ctx.guard, staging=ctx.staging)
+        self.rollout = ctx.rollout_step()
         self.log = EventLog(ctx.clock)
         self.tasks = GroupTasks(ctx, step, self.paths, self.log.now)
         self.live = LiveProgress(step, self.rollout, self.tasks.groups, ctx.slots, self.log.now, ctx.observer)
