@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmarks.common import command_line, machine, publish
 from shopsimrl.rollout import RolloutConfig, run_rollout
-from shopsimrl.rollout.driver import CompletionQueue
+from shopsimrl.rollout.completions import CompletionQueue
 from shopsimrl.rollout.synthetic import synthetic_runner
 from shopsimrl.sampling import SamplingKnobs, TooManyTechnicalFailures
 

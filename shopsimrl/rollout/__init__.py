@@ -8,7 +8,9 @@ the agent's policies (only its episode record, ``shopsimrl.agent.result``), the
 environment's server, W&B or any training stack.
 """
 
-from shopsimrl.rollout.driver import CompletionQueue, RunContext, StepDriver, StepObserver, StepProgress, WaveStats
+from shopsimrl.rollout.completions import CompletionQueue
+from shopsimrl.rollout.context import RunContext
+from shopsimrl.rollout.driver import StepDriver
 from shopsimrl.rollout.group import (
     CLASSIFICATIONS,
     EpisodeMeter,
@@ -21,6 +23,7 @@ from shopsimrl.rollout.group import (
     run_group,
 )
 from shopsimrl.rollout.outputs import RunPaths, StepPaths
+from shopsimrl.rollout.progress import StepObserver, StepProgress, WaveStats
 from shopsimrl.rollout.report import StepReport, step_metrics
 from shopsimrl.rollout.run import RolloutConfig, RolloutResult, run_rollout
 

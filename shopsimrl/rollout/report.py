@@ -22,6 +22,7 @@ from shopsimrl.sampling import (
     rollout_step_metrics,
 )
 from shopsimrl.sampling.metrics import PREFIX, WASTE_PREFIX
+from shopsimrl.sampling.step import StepDone
 
 STEP_PREFIX = PREFIX + "step/"
 
@@ -105,6 +106,26 @@ def step_metrics(report: StepReport) -> dict[str, float]:
         metrics[STEP_PREFIX + "episodes_per_second"] = len(completed) * n / wall
         metrics[STEP_PREFIX + "groups_per_second"] = len(completed) / wall
     return metrics
+
+
+def build_step_report(step: int, knobs: SamplingKnobs, groups: dict[int, GroupRun], done: StepDone, *,
+                      wall_seconds: float, events: list[dict[str, Any]]) -> StepReport:
+    """A closed step (``RolloutStep.close()``) and the groups it ran, as a report with its metrics."""
+    report = StepReport(
+        step=step,
+        knobs=knobs,
+        groups=groups,
+        kept=done.kept,
+        fallback=done.fallback,
+        dropped=done.dropped,
+        surplus=done.surplus,
+        aborted=done.aborted,
+        waves=done.waves,
+        wall_seconds=wall_seconds,
+        events=events,
+    )
+    report.metrics = step_metrics(report)
+    return report
 
 
 def summary_row(report: StepReport) -> Mapping[str, Any]:

@@ -2,8 +2,9 @@
 
 The three rollout modules: ``run.py`` (this one) is the run — its configuration, its folder and the
 state that must outlive a step (the prompt source's position and evidence, the consecutive
-technical-failure streak), created here once per run; ``driver.py`` is one step, the I/O shell
-around :class:`~shopsimrl.sampling.step.RolloutStep`; ``runner.py`` plays one episode with the agent.
+technical-failure streak; held in ``context.RunContext``), created here once per run; ``driver.py``
+is one step, the I/O shell around :class:`~shopsimrl.sampling.step.RolloutStep`; ``runner.py`` plays
+one episode with the agent.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import atomic_write_json
+from shopsimrl.rollout.context import RunContext
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
-from shopsimrl.rollout.driver import RunContext, StepDriver, StepObserver
+from shopsimrl.rollout.driver import StepDriver
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
+from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves

@@ -18,7 +18,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from shopsimrl.rollout.driver import StepProgress, WaveStats
+from shopsimrl.rollout.progress import StepProgress, WaveStats
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD
 
@@ -121,7 +121,7 @@ def summary_table(reports: Sequence[StepReport | Mapping[str, Any]], *, width: i
 
 
 class RolloutView:
-    """A :class:`~shopsimrl.rollout.driver.StepObserver` that draws to ``console``.
+    """A :class:`~shopsimrl.rollout.progress.StepObserver` that draws to ``console``.
 
     ``live=None`` picks the live view on a terminal and plain lines otherwise.
     Use as a context manager around the run.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from shopsimrl.rollout.driver import CompletionQueue
+from shopsimrl.rollout.completions import CompletionQueue
 
 
 async def _value(fut: asyncio.Future[int]) -> int:

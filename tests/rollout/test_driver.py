@@ -11,7 +11,8 @@ import pytest
 from rollout.fakes import SMALL, jittered, load_events, read_json, replay_events, run_synthetic
 
 from shopsimrl.io import read_jsonl
-from shopsimrl.rollout.driver import RunContext, StepDriver
+from shopsimrl.rollout.context import RunContext
+from shopsimrl.rollout.driver import StepDriver
 from shopsimrl.rollout.group import EpisodeSlots
 from shopsimrl.rollout.outputs import prepare_run_dir
 from shopsimrl.rollout.synthetic import synthetic_runner, unit_hash

@@ -1,0 +1,64 @@
+"""What the steps of one run share, handed to each step's driver.
+
+Some state must outlive a step: the guard's streak of technical groups, the prompt source's
+position and evidence, the episode slots.  ``run.py`` builds it once per run; each
+:class:`~shopsimrl.rollout.driver.StepDriver` reads it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
+from shopsimrl.rollout.outputs import RunPaths
+from shopsimrl.rollout.progress import StepObserver
+from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
+from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.staged import StagedSiblings
+from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, WaveSizer
+
+
+@dataclass
+class RunContext:
+    """What the steps of one run share: the guard's streak, the prompt source's position, the slots."""
+
+    knobs: SamplingKnobs
+    runner: EpisodeRunner
+    source: PromptSelector  # the prompt source: SeedOrder (the faithful order) or the informative PromptSelector
+    guard: ConsecutiveFailureGuard
+    slots: EpisodeSlots
+    paths: RunPaths
+    seed: int = 0
+    observer: StepObserver | None = None
+    clock: Callable[[], float] = time.perf_counter
+    waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
+    cushion: float = DEFAULT_CUSHION  # adaptive waves: expected informative groups in flight above the missing
+    learner: Callable[[list[str]], None] | None = None  # trained on these tasks' informative groups
+    # a learner trained on (step, batch rows) before the step's metrics are written; its metrics join the row
+    after_batch: Callable[[int, list[dict[str, Any]]], Awaitable[dict[str, float]]] | None = None
+    timeline: bool = False  # draw each step's wave timeline into its folder
+    staging: StagedSiblings | None = None  # staged siblings (opt-in); None: every group starts whole
+
+    @property
+    def faithful(self) -> bool:
+        """The seed's own sampling (seed order, whole waves): the step metrics carry no selector figures."""
+        return is_faithful(self.source.strategy, self.waves)
+
+    def rollout_step(self) -> RolloutStep:
+        """A step's sans-I/O object: the run's guard (its streak spans steps), source and staging."""
+        knobs = self.knobs
+        return RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=self.source,
+                           sizer=self.wave_sizer(), guard=self.guard, staging=self.staging)
+
+    def wave_sizer(self) -> WaveSizer:
+        """A fresh sizer for each step: slime's whole waves, or adaptive refills (opt-in)."""
+        knobs, n = self.knobs, self.knobs.n_samples_per_prompt
+        if WaveMode.parse(self.waves) is WaveMode.ADAPTIVE:
+            return AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size,
+                                                 self.cushion), n)
+        return FixedWaves(n)
