@@ -53,8 +53,9 @@ __all__ = ["ADAPTIVE_EXPLORE_HORIZON_EPOCHS", "DEFAULT_CUSHION", "WAVE_MODES", "
 T = TypeVar("T")
 
 #: The cushion: expected informative groups kept in flight above the number still missing (the margin the rule
-#: adds to ``target - kept``); negative keeps fewer (never fewer groups than are missing).  Chosen on simulation seeds 100-104 as the fewest episodes per trained episode whose
-#: informative share stays >= 92% (see docs/efficient-sampling.md).
+#: adds to ``target - kept``); negative keeps fewer (never fewer groups than are missing).  Chosen on simulation
+#: seeds 100-104 as the fewest episodes per trained episode whose informative share stays >= 92% (see
+#: docs/efficient-sampling.md).
 DEFAULT_CUSHION = -1.5
 #: The prompt selector's exploration horizon under adaptive waves, in epochs' worth of picks: every pick is paid
 #: for there, so never-seen prompts are tried over a longer horizon than under fixed waves (chosen on simulation
