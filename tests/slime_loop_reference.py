@@ -7,9 +7,13 @@ state machine and ``replay`` decide exactly as this loop does.
 from __future__ import annotations
 
 
-def slime_loop(supply, target, wave_size, failure_limit=10**9):
-    """supply: [(verdict_str, duration)]. Returns dict of outcome lists, or raises RuntimeError on the stop."""
-    data, fallback, dropped, surplus, decisions = [], [], [], [], []
+def slime_loop(supply, target, wave_size, failure_limit=10**9, order=sorted):
+    """supply: [(verdict_str, duration)]. Returns dict of outcome lists, or raises RuntimeError on the stop.
+
+    ``order(done)``: the order a batch is filtered in (slime: its done set's; ShopSimRL: submission order);
+    ``batches`` in the result are the batches as filtered, [(index, verdict_str), ...] each.
+    """
+    data, fallback, dropped, surplus, decisions, batches = [], [], [], [], [], []
     remaining, submitted, now, streak = 0, 0, 0.0, 0
     pending = {}  # index -> completion time
     while len(data) < target:
@@ -21,9 +25,10 @@ def slime_loop(supply, target, wave_size, failure_limit=10**9):
             submitted += wave_size
             remaining += wave_size
         now = min(pending.values())
-        done = sorted(i for i, t in pending.items() if t == now)
+        done = list(order(i for i, t in pending.items() if t == now))
         for i in done:
             del pending[i]
+        batches.append([(i, supply[i][0]) for i in done])
         for i in done:
             verdict = supply[i][0]
             streak = streak + 1 if verdict == "technical" else 0
@@ -53,4 +58,5 @@ def slime_loop(supply, target, wave_size, failure_limit=10**9):
         "submitted": submitted,
         "remaining": remaining,
         "decisions": decisions,
+        "batches": batches,
     }

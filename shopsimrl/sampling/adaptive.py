@@ -9,9 +9,10 @@ among them is ``Σ q``, and the rule is
 
     Σ q (groups in flight)  >=  (target − kept) + cushion
 
-After every decision the driver asks :meth:`AdaptiveWaves.refill_size` how many
-groups to add (usually 0 or 1: one group per informative completion, a bit more
-after a zero-spread one) and submits them with :meth:`WaveController.refill`.
+After every decision the step's wave sizer
+(:class:`~shopsimrl.sampling.step.AdaptiveRefills`) asks this rule how many groups to
+add (usually 0 or 1: one group per informative completion, a bit more after a
+zero-spread one) and submits them with :meth:`WaveController.refill`.
 Every completion tops the set up again, so a shortfall costs one more group's
 latency, while a surplus costs the groups aborted at step end.  The cushion may be
 negative (``DEFAULT_CUSHION``): fewer groups in flight than expected to fill the
@@ -43,23 +44,23 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WAVE_MODES, WaveMode
+from shopsimrl.sampling.modes import WAVE_MODES, WaveMode
 from shopsimrl.sampling.selector import EXPLORE_HORIZON_EPOCHS
 
-__all__ = ["ADAPTIVE_EXPLORE_HORIZON_EPOCHS", "DEFAULT_CUSHION", "DEFAULT_WAVES", "WAVE_MODES", "AdaptiveWaves",
-           "horizon_for_waves", "prob_at_least"]
+__all__ = ["ADAPTIVE_EXPLORE_HORIZON_EPOCHS", "DEFAULT_CUSHION", "WAVE_MODES", "AdaptiveWaves", "horizon_for_waves",
+           "prob_at_least"]
 
 T = TypeVar("T")
 
-#: Expected informative groups kept in flight above the number still missing; negative keeps fewer (never fewer
-#: groups than are missing).  Chosen on simulation seeds 100-104 as the fewest episodes per trained episode whose
-#: informative share stays >= 92% (see docs/efficient-sampling.md).
+#: The cushion: expected informative groups kept in flight above the number still missing (the margin the rule
+#: adds to ``target - kept``); negative keeps fewer (never fewer groups than are missing).  Chosen on simulation
+#: seeds 100-104 as the fewest episodes per trained episode whose informative share stays >= 92% (see
+#: docs/efficient-sampling.md).
 DEFAULT_CUSHION = -1.5
 #: The prompt selector's exploration horizon under adaptive waves, in epochs' worth of picks: every pick is paid
 #: for there, so never-seen prompts are tried over a longer horizon than under fixed waves (chosen on simulation
 #: seeds 100-104 among 2, 4 and 8; see docs/efficient-sampling.md).
 ADAPTIVE_EXPLORE_HORIZON_EPOCHS = 8.0
-DEFAULT_WAVES = DEFAULT_WAVE_MODE  # the name other modules import
 
 
 def horizon_for_waves(waves: WaveMode | str) -> float:
@@ -85,7 +86,10 @@ def prob_at_least(qs: Sequence[float], k: int) -> float:
 
 
 class AdaptiveWaves:
-    """How many groups to add now (the controller decides everything else)."""
+    """The adaptive wave mode's rule: how many groups to add now (the controller decides everything else).
+
+    A step's wave sizer (:class:`~shopsimrl.sampling.step.AdaptiveRefills`) holds it as its ``rule``.
+    """
 
     def __init__(self, target: int, max_in_flight: int, cushion: float = DEFAULT_CUSHION) -> None:
         """``cushion``: expected informative groups kept in flight above the number still missing (negative:
@@ -101,14 +105,14 @@ class AdaptiveWaves:
     def refill_size(
         self,
         kept: int,
-        in_flight_q: Sequence[float],
-        next_q: Callable[[int], float],
+        in_flight_chances: Sequence[float],
+        next_chance: Callable[[int], float],
         submitted: int = 0,
     ) -> int:
         """Groups to submit now.
 
-        ``in_flight_q``: the informative probability of each group in flight;
-        ``next_q(j)``: that of the ``j``-th group we add (the driver takes the
+        ``in_flight_chances``: each group in flight's predicted chance of spread (``q``);
+        ``next_chance(j)``: that of the ``j``-th group we add (the sizer takes the
         selector's next prompt there); ``submitted``: groups already submitted this
         step.  Always enough to keep ``kept + in_flight >= target`` (slime's
         invariant ``remaining >= target``: where slime opens a new wave); beyond
@@ -121,12 +125,12 @@ class AdaptiveWaves:
         needed = self.target - kept
         if needed <= 0:
             return 0
-        count = len(in_flight_q)
-        expected = sum(min(1.0, max(0.0, q)) for q in in_flight_q)
+        count = len(in_flight_chances)
+        expected = sum(min(1.0, max(0.0, q)) for q in in_flight_chances)
         goal = needed + self.cushion
         add = 0
         while count < needed or (submitted + add < self.max_in_flight and expected < goal):
-            expected += min(1.0, max(0.0, next_q(add)))
+            expected += min(1.0, max(0.0, next_chance(add)))
             count += 1
             add += 1
         return add
@@ -134,17 +138,17 @@ class AdaptiveWaves:
     def choose(
         self,
         kept: int,
-        in_flight_q: Sequence[float],
+        in_flight_chances: Sequence[float],
         pick: Callable[[], tuple[T, float]],
         submitted: int = 0,
     ) -> list[tuple[T, float]]:
         """:meth:`refill_size`'s rule, returning what to submit: ``pick()`` gives the next item to
-        start and its informative probability; the result is every item picked, with it."""
+        start and its predicted chance of spread; the result is every item picked, with it."""
         chosen: list[tuple[T, float]] = []
 
-        def next_q(_j: int) -> float:
+        def next_chance(_j: int) -> float:
             chosen.append(pick())
             return chosen[-1][1]
 
-        self.refill_size(kept, in_flight_q, next_q, submitted)
+        self.refill_size(kept, in_flight_chances, next_chance, submitted)
         return chosen

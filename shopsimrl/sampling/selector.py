@@ -48,8 +48,9 @@ from typing import Any
 
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, sigmoid, zero_spread_probability
-from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT, ZERO_STD_EPSILON
+from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, STRATEGIES, Strategy
+from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 __all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "NotEnoughPromptsError", "PromptSelector", "PromptStateError"]
 
@@ -212,8 +213,9 @@ class PromptSelector:
         return prompt_id, 1.0 - self.predicted_zero_spread(prompt_id)
 
     def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
-        """A decided group back to the selector: unscored, it is released; scored but surplus, it is
-        released with its evidence; otherwise (kept or dropped) it is recorded."""
+        """A decided group back to the selector at step end (the step settles its account with the source):
+        unscored, it is released; scored but surplus, it is released with its evidence; otherwise (kept or
+        dropped) it is recorded."""
         if rewards is None:
             self.release(prompt_id)
         elif surplus:
@@ -288,9 +290,9 @@ class PromptSelector:
         return self._book.tried() if self._book is not None else None
 
     def pop_stats(self) -> dict[str, float]:
-        """Counters since the previous call (then reset): chosen, explored (never seen before), re-checked
-        (a skipped prompt tried again), released, the summed predicted zero-spread of the chosen prompts;
-        and ``skipped``: observed prompts out of flight whose predicted ``q`` is below ``SKIP_Q``
+        """Counters since the previous call, which reading resets (*pop*, as ``dict.pop``; once per step):
+        chosen, explored (never seen before), re-checked (a skipped prompt tried again), released, the summed
+        predicted zero-spread of the chosen prompts; and ``skipped``: observed prompts out of flight whose predicted ``q`` is below ``SKIP_Q``
         (judged from their bucket; informative; 0 for seed).  With labels, also the levels
         ``cluster_coverage_min`` / ``cluster_coverage_median`` (coverage per cluster) and ``clusters_tried``."""
         stats, self._stats = self._stats, _zero_stats()
@@ -517,7 +519,7 @@ class PromptSelector:
             raise ValueError(f"prompt {self._ids[i]!r}: a group needs at least one reward")
         if any(v != v for v in values):
             raise ValueError(f"prompt {self._ids[i]!r}: rewards must be numbers, got NaN in {values}")
-        zero = max(values) - min(values) <= ZERO_STD_EPSILON
+        zero = reward_spread_verdict(values) is Verdict.ZERO_STD
         successes = sum(min(1.0, max(0.0, v)) for v in values)  # a reward is read as a success probability
         if zero and 0.0 < successes < len(values):  # siblings agreed on a partial reward: count the agreement
             successes = float(len(values)) if successes >= 0.5 * len(values) else 0.0

@@ -26,7 +26,8 @@ class PromptSource(Protocol):
         ...
 
     def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
-        """A decided group's result: recorded, or released (unscored, or surplus with its evidence)."""
+        """A decided group's result, told when its step ends (``RolloutStep.close``): the step settles its
+        account with the source.  Recorded, or released (unscored, or surplus with its evidence)."""
         ...
 
     def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:

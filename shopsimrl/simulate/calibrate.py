@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
 
+from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
 
@@ -93,7 +94,7 @@ def loss(sim: RoundFigures, real: RoundFigures) -> float:
 
 
 def seed_runs(params: WorldParams, seeds: Iterable[int], steps: int = 80) -> list[RunResult]:
-    return [simulate_run(selection="seed", waves="fixed", steps=steps, seed=s, world=params) for s in seeds]
+    return [simulate_run(selection=Strategy.SEED, waves=WaveMode.FIXED, steps=steps, seed=s, world=params) for s in seeds]
 
 
 #: The grid searched by :func:`fit`: per-prompt learning from none to +2 logits per informative group.

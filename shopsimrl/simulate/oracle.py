@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from shopsimrl.sampling.modes import Strategy
 from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
 from shopsimrl.simulate.model import World
@@ -56,7 +57,7 @@ class SeenOracleSelector(PromptSelector):
 
     def __init__(self, world: World, n_samples_per_prompt: int, seed: int,
                  explore_horizon_epochs: float | None = None, *, clusters: Any = None) -> None:
-        super().__init__(world.prompt_ids, n_samples_per_prompt, "informative", seed,
+        super().__init__(world.prompt_ids, n_samples_per_prompt, Strategy.INFORMATIVE, seed,
                          explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
         self.world = world
 

@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(src: Path, root: Path, args: argparse.Namespace) -> int:
+    from shopsimrl.sampling.modes import Strategy, WaveMode
     from shopsimrl.slime.harness.episodes import run_episodes
     from shopsimrl.slime.harness.loop import CONFIGURATIONS, LoopSettings, harness_args, launcher_env, prepare, run_leg
 
@@ -114,8 +115,8 @@ def _check(src: Path, root: Path, args: argparse.Namespace) -> int:
 
     paths = prepare(root / "launch", LoopSettings(steps=2, tasks=200))
     refused = LoopSettings(steps=2, tasks=200, extra=("--partial-rollout",))
-    leg = run_leg(src, root / "launch" / "partial", launcher_env("informative", "fixed", paths, root / "launch" / "partial",
-                                                                 refused), harness_args(paths, refused))
+    env = launcher_env(Strategy.INFORMATIVE.value, WaveMode.FIXED.value, paths, root / "launch" / "partial", refused)
+    leg = run_leg(src, root / "launch" / "partial", env, harness_args(paths, refused))
     problems = [] if leg.get("status") == 1 and "--partial-rollout is not supported" in (leg.get("error") or "") \
         and not leg.get("episodes") else [f"--partial-rollout was not refused at launch (status {leg.get('status')})"]
     verdict("launch: --partial-rollout refused", problems)

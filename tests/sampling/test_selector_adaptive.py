@@ -24,17 +24,17 @@ def test_tail_matches_enumeration(qs, k):
 
 
 def test_refill_keeps_the_predicted_number_plus_the_cushion_and_respects_the_cap():
-    sizer = AdaptiveWaves(target=16, max_in_flight=32, cushion=0.5)
-    assert sizer.refill_size(0, [], lambda j: 1.0) == 17  # certain groups: what is missing plus the cushion
-    add = sizer.refill_size(0, [], lambda j: 0.8)
+    rule = AdaptiveWaves(target=16, max_in_flight=32, cushion=0.5)
+    assert rule.refill_size(0, [], lambda j: 1.0) == 17  # certain groups: what is missing plus the cushion
+    add = rule.refill_size(0, [], lambda j: 0.8)
     assert 0.8 * add >= 16.5 > 0.8 * (add - 1)  # expected informative in flight: missing + cushion
-    assert sizer.refill_size(0, [], lambda j: 0.1) == 32  # hopeless: the budget (one wave) binds
-    assert sizer.refill_size(0, [0.1] * 16, lambda j: 0.1, submitted=32) == 0  # budget spent: the fallback's turn
-    assert sizer.refill_size(2, [0.1] * 10, lambda j: 0.1, submitted=40) == 4  # but never remaining < target
-    assert sizer.refill_size(10, [0.99] * 7, lambda j: 0.5) == 0  # 6.93 expected >= 6 missing + 0.5
-    assert sizer.refill_size(10, [0.9] * 7, lambda j: 0.5) == 1  # 6.3 < 6.5: one small top-up
-    assert sizer.refill_size(16, [], lambda j: 0.5) == 0  # done
-    assert sizer.refill_size(12, [0.0], lambda j: 1.0) == 5  # remaining >= target, then the cushion
+    assert rule.refill_size(0, [], lambda j: 0.1) == 32  # hopeless: the budget (one wave) binds
+    assert rule.refill_size(0, [0.1] * 16, lambda j: 0.1, submitted=32) == 0  # budget spent: the fallback's turn
+    assert rule.refill_size(2, [0.1] * 10, lambda j: 0.1, submitted=40) == 4  # but never remaining < target
+    assert rule.refill_size(10, [0.99] * 7, lambda j: 0.5) == 0  # 6.93 expected >= 6 missing + 0.5
+    assert rule.refill_size(10, [0.9] * 7, lambda j: 0.5) == 1  # 6.3 < 6.5: one small top-up
+    assert rule.refill_size(16, [], lambda j: 0.5) == 0  # done
+    assert rule.refill_size(12, [0.0], lambda j: 1.0) == 5  # remaining >= target, then the cushion
     assert AdaptiveWaves(16, 32, cushion=0.0).refill_size(12, [], lambda j: 1.0) == 4  # no cushion: just the missing
 
 
@@ -61,16 +61,16 @@ def test_controller_refill_is_a_small_wave_with_the_same_rules():
 
 
 def test_a_negative_cushion_keeps_fewer_in_flight_but_never_fewer_than_are_missing():
-    sizer = AdaptiveWaves(target=16, max_in_flight=32, cushion=-1.5)
-    assert sizer.refill_size(0, [], lambda j: 1.0) == 16  # certain groups: exactly the missing number
-    assert sizer.refill_size(0, [], lambda j: 0.5) == 29  # 0.5 each: 14.5 expected, 1.5 short of the 16 missing
-    assert sizer.refill_size(15, [], lambda j: 0.1) == 1  # one missing: one group, whatever its chance
-    assert sizer.refill_size(15, [0.1], lambda j: 0.1) == 0
+    rule = AdaptiveWaves(target=16, max_in_flight=32, cushion=-1.5)
+    assert rule.refill_size(0, [], lambda j: 1.0) == 16  # certain groups: exactly the missing number
+    assert rule.refill_size(0, [], lambda j: 0.5) == 29  # 0.5 each: 14.5 expected, 1.5 short of the 16 missing
+    assert rule.refill_size(15, [], lambda j: 0.1) == 1  # one missing: one group, whatever its chance
+    assert rule.refill_size(15, [0.1], lambda j: 0.1) == 0
 
 
 def test_choose_returns_what_the_refill_rule_picked_with_each_q():
-    sizer = AdaptiveWaves(target=16, max_in_flight=32, cushion=-1.5)
+    rule = AdaptiveWaves(target=16, max_in_flight=32, cushion=-1.5)
     items = iter(range(100))
-    picks = sizer.choose(0, [], lambda: (next(items), 0.5))
-    assert picks == [(i, 0.5) for i in range(sizer.refill_size(0, [], lambda j: 0.5))] and len(picks) == 29
-    assert sizer.choose(16, [], lambda: (next(items), 0.5)) == []
+    picks = rule.choose(0, [], lambda: (next(items), 0.5))
+    assert picks == [(i, 0.5) for i in range(rule.refill_size(0, [], lambda j: 0.5))] and len(picks) == 29
+    assert rule.choose(16, [], lambda: (next(items), 0.5)) == []

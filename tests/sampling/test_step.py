@@ -127,7 +127,7 @@ def hand_written_loop(supply, target, wave, limit, strategy, adaptive, n=4):
     """The loop the driver, the simulator and slime's rollout function each wrote around WaveController."""
     source = prompt_source(strategy, PROMPTS, n, 0)
     ctrl = WaveController(target, wave, guard=ConsecutiveFailureGuard(limit))
-    sizer = AdaptiveWaves(target, wave, -1.5)
+    rule = AdaptiveWaves(target, wave, -1.5)
     heap, prompt_of, chance, feedback, log = [], {}, {}, [], []
     now = 0.0
 
@@ -136,7 +136,7 @@ def hand_written_loop(supply, target, wave, limit, strategy, adaptive, n=4):
             new = ctrl.submit()
             prompts = source.next_prompts(len(new)) if new else []
         else:
-            picks = sizer.choose(len(ctrl.kept), [chance[i] for i in ctrl.in_flight], source.next_prompt, ctrl.submitted)
+            picks = rule.choose(len(ctrl.kept), [chance[i] for i in ctrl.in_flight], source.next_prompt, ctrl.submitted)
             new = ctrl.refill(len(picks)) if picks else range(0)
             for index, (_, q) in zip(new, picks):
                 chance[index] = q

@@ -9,8 +9,9 @@ they recorded into named checks, each a list of mismatches (empty: the check hol
 - ``loop``: the run trained every step, and the crash and resume happened as slime does them;
 - ``batch``: every step trained ``rollout_batch_size`` groups of ``n_samples_per_prompt``;
 - ``distinct``: no prompt handed out twice in a step;
-- ``replay``: the keep/drop decisions equal our own replay (``WaveController``) of the
-  completion order slime processed, and the drop counts slime logged equal the replay's;
+- ``replay``: the keep/drop decisions equal our own replay (``sampling.recorded.replay_recorded``)
+  of the completions slime processed, in its order and batches, and the drop counts slime logged
+  equal the replay's;
 - ``selector``: our data source has nothing in flight between steps and recorded every
   completed group (configurations with our data source);
 - ``metrics``: every documented key reaches the dict slime logs, for rollout and for eval;
@@ -219,67 +220,62 @@ def check_distinct(leg: dict[str, Any]) -> list[str]:
 
 
 def check_replay(leg: dict[str, Any], waves: str) -> list[str]:
-    """Our WaveController, fed the completions in the order slime filtered them, must decide as slime did."""
-    from shopsimrl.sampling import ConsecutiveFailureGuard, Verdict, WaveController
+    """Our replay of the recorded step (``replay_recorded``: the completions slime filtered, in its order and
+    batches) must keep the groups slime trained and count the drops slime logged."""
+    from shopsimrl.sampling import ConsecutiveFailureGuard, ControllerStateError
     from shopsimrl.sampling.metrics import dynamic_filter_drop_key
+    from shopsimrl.sampling.recorded import replay_recorded
 
     if leg.get("status") != 0:
         return []
     problems = []
+    mode = WaveMode.parse(waves)
     target, wave = int(leg["args"]["rollout_batch_size"]), int(leg["args"]["over_sampling_batch_size"])
     logged = [entry["metrics"] for entry in leg["logged"] if entry["step_key"] == "rollout/step"]
-    base = 0
+    base = 0  # slime's group index of the step's first group: fixed, what earlier steps submitted; adaptive, handed
     for step in sorted(leg["trained"], key=int):
-        controller = WaveController(target, wave, guard=ConsecutiveFailureGuard(sys.maxsize))
         events = leg.get("events", {}).get(step, [])
-        if WaveMode.parse(waves) is WaveMode.FIXED:
-            controller.submit()
-            batches = _batches(e for e in events if e[0] == "filter")
-            for batch in batches:
-                for _, _, gi, verdict in batch:  # in the order slime filtered them (its done set's order)
-                    if controller.done:  # the rest of slime's batch is still filtered: a drop counts, else surplus
-                        controller._decide(gi - base, Verdict.parse(verdict))
-                    else:
-                        controller.complete(gi - base, verdict)
-                if not controller.done:
-                    controller.submit()
-        else:
+        if mode is WaveMode.ADAPTIVE:
             handed = [e[1] for e in events if e[0] == "hand"]
             base = handed[0] if handed else base
-            pending_refill = 0
-            for kind, group in _event_runs(events):
-                if kind == "hand":
-                    pending_refill += len(group)
-                    continue
-                if pending_refill:
-                    controller.refill(pending_refill)
-                    pending_refill = 0
-                if not controller.done:
-                    controller.complete_batch([(gi - base, verdict) for _, _, gi, verdict in group])
-        kept = sorted(base + i for i in controller.kept)
+        try:
+            # the filter hook raises the consecutive-failure stop on slime's path: the replay does not
+            done = replay_recorded(_record(events, base, mode), rollout_batch_size=target,
+                                   over_sampling_batch_size=wave, waves=mode,
+                                   guard=ConsecutiveFailureGuard(sys.maxsize))
+        except ControllerStateError as exc:
+            problems.append(f"step {step}: the recorded completions break the wave loop's protocol: {exc}")
+            break
+        kept = sorted(base + i for i in done.kept)
         trained = sorted(_trained_groups(leg, step))
         if kept != trained:
             problems.append(f"step {step}: slime trained groups {trained[:6]}..., the replay keeps {kept[:6]}...")
         metrics = logged[int(step)] if int(step) < len(logged) else {}
-        for reason, count in controller.drop_counts.items():
+        for reason, indices in done.dropped.items():
             got = metrics.get(dynamic_filter_drop_key(reason), 0)
-            if int(got) != count:
-                problems.append(f"step {step}: slime logged {got} {reason} drops, the replay drops {count}")
-        if WaveMode.parse(waves) is WaveMode.FIXED:
-            base += controller.submitted
+            if int(got) != len(indices):
+                problems.append(f"step {step}: slime logged {got} {reason} drops, the replay drops {len(indices)}")
+        if mode is WaveMode.FIXED:
+            base += done.submitted
         if len(problems) > 10:
             problems.append("... (further steps not compared)")
             break
     return problems
 
 
-def _batches(filters: Any) -> list[list[list[Any]]]:
-    batches: list[list[list[Any]]] = []
-    for event in filters:
-        if not batches or batches[-1][0][1] != event[1]:
-            batches.append([])
-        batches[-1].append(event)
-    return batches
+def _record(events: list[list[Any]], base: int, mode: WaveMode) -> list[Any]:
+    """The leg's events of one step as ``replay_recorded``'s record, in step-local submission indices.
+
+    Fixed waves are slime's own loop: its waves open by the controller's rule, so only its batches are read
+    (what our data source handed out there is those waves).  Adaptive: each run of hand-outs opened that many
+    groups.
+    """
+    from shopsimrl.sampling.recorded import Finished, Opened
+
+    if mode is WaveMode.FIXED:
+        events = [e for e in events if e[0] == "filter"]
+    return [Opened(len(run)) if kind == "hand" else Finished([(gi - base, verdict) for _, _, gi, verdict in run])
+            for kind, run in _event_runs(events)]
 
 
 def _event_runs(events: list[list[Any]]) -> list[tuple[str, list[list[Any]]]]:
@@ -419,6 +415,8 @@ def checks(result: ConfigurationResult, settings: LoopSettings, base: Path) -> d
 
 def figures(leg: dict[str, Any]) -> dict[str, float]:
     """Informative groups per 1,000 generated episodes, and generated per trained episode, over the whole run."""
+    from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
+
     if leg.get("status") != 0:
         return {}
     generated = sum(1 for row in leg["episodes"] if not row[1])
@@ -428,7 +426,7 @@ def figures(leg: dict[str, Any]) -> dict[str, float]:
         for members in _trained_groups(leg, step).values():
             values = [rewards[i] for i in members]
             trained += len(values)
-            informative += max(values) - min(values) > 1e-6
+            informative += reward_spread_verdict(values) is Verdict.VARIED
     return {
         "informative_per_1k_generated": 1000.0 * informative / generated if generated else 0.0,
         "generated_per_trained": generated / trained if trained else 0.0,
