@@ -10,8 +10,9 @@ release run's mean step time), with and without staging, side by side on the sam
   unstaged row (ties: the lower threshold, then the lower skip ``q``);
 - ``report``: seeds 0-2, the four strategies, the default staging (``shopsimrl simulate
   --siblings staged`` computes the same rows), and the issue's targets;
-- ``sensitivity``: ``K`` = 2, 3 on seeds 0-2 for ``seed/fixed``; and no capacity model (every
-  episode at solo speed), where the second round of latency is all staging adds.
+- ``sensitivity``: ``K`` = 2, 3 on seeds 0-2 for ``seed/fixed``; skip ``q`` = 0.5 (a prompt predicted
+  to spread starts whole: less latency, fewer early stops); and no capacity model (every episode at
+  solo speed), where the second round of latency is all staging adds.
 
 Not timed: the figures are simulated (two worker processes share the runs; each run is deterministic).
 """
@@ -77,6 +78,9 @@ def _main(pool: Executor, quick: bool) -> dict[str, object]:
     sensitivity = {
         **{f"seed/fixed+staged K={k}": medians(pool, "seed", "fixed", REPORT_SEEDS, steps, capacity=capacity,
                                                staging=StagedSiblings.of(8, k)) for k in (2, 3)},
+        **{f"{s}/{w}+staged skip_q=0.5": medians(pool, s, w, REPORT_SEEDS, steps, capacity=capacity,
+                                                  staging=StagedSiblings.of(8, skip_q=0.5))
+           for s, w in (("seed", "fixed"), ("informative", "adaptive"))},
         **{f"{s}/{w} no capacity model": medians(pool, s, w, REPORT_SEEDS, steps) for s, w in
            (("seed", "fixed"), ("informative", "adaptive"))},
         **{f"{s}/{w}+staged no capacity model": medians(pool, s, w, REPORT_SEEDS, steps, staging=StagedSiblings.of(8))
