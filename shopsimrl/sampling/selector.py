@@ -271,8 +271,9 @@ class PromptSelector:
         """Mean and variance of the prompt's pass-rate logit now (staged siblings' rule reads it).
 
         A never-seen prompt is a draw from the population of recent first tries: the Gaussian of logits that
-        explains them best (``fit_population``, an empirical-Bayes prior that follows training).  Before
-        ``POPULATION_FIT_MIN_GROUPS`` of them: at the skill, wide (where a first group places a prompt)."""
+        explains them best (``fit_population``, an empirical-Bayes prior that follows training; one population
+        for every cluster).  Before ``POPULATION_FIT_MIN_GROUPS`` of them: at the skill, wide (where a first group
+        places a prompt)."""
         i = self._index(prompt_id)
         if self._observed[i]:
             return self._model.logit(i, True)
