@@ -225,6 +225,22 @@ MUTATIONS = (
              "test_staged.py::test_r29_a_staged_group_starts_its_first_k_and_a_prompt_predicted_to_spread_starts_whole",
              SAMPLING + "step.py",
              "if q >= staging.skip_q:", "if q < staging.skip_q:"),
+    Mutation("staged-never-seen-at-the-wide-prior", "R29",
+             "test_staged_population.py::test_r29_a_never_seen_prompts_logit_follows_recent_first_tries",
+             SAMPLING + "selector.py",
+             "return self._first_tries_fit\n", "return self._model.logit(i, False)\n"),
+    Mutation("staged-population-before-enough-first-tries", "R29",
+             "test_staged_population.py::test_r29_a_never_seen_prompts_logit_is_the_wide_prior_until_enough_first_tries",
+             SAMPLING + "selector.py",
+             "< POPULATION_FIT_MIN_GROUPS:", "< 0.0:"),
+    Mutation("staged-first-tries-never-fade", "R29",
+             "test_staged_population.py::test_r29_old_first_tries_fade",
+             SAMPLING + "selector.py",
+             "tries[key] *= POPULATION_FIT_DECAY", "tries[key] *= 1.0"),
+    Mutation("staged-population-ignores-groups-decided-after-k", "R29",
+             "test_staged_population.py::test_r29_fit_population_counts_what_a_group_decided_after_k_showed",
+             SAMPLING + "estimate.py",
+             "        if count > 0.0:  # the binomial", "        if count > 0.0 and n >= max(n for n, _ in counts):  # the binomial"),
 )
 
 

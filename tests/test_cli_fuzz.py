@@ -96,6 +96,7 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
     "simulate": {"--steps": ("0",), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
                  "--prompts": ("0", "1", "31"), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
                  "--stage-size": ("0", Late("4")), "--capacity": ("-1", Late("0", ("--siblings", "staged"))),
+                 "--stage-skip-q": ("-0.1", "1.5", Late("0.5")),  # without --siblings staged
                  "--clusters": ("-1",), "--transfer": ("-0.1", "2", Late("0.3"))},  # --transfer without --clusters
     "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
                     "--jobs": ("0", "99"), "--json": ()},

@@ -53,8 +53,13 @@ DIFFICULTY_DRIFT = 0.02
 CLUSTER_DRIFT = 0.03
 #: Gauss-Hermite nodes for the averages over a Gaussian logit.
 QUADRATURE_NODES = 9
+#: Gauss-Hermite nodes of :func:`fit_population` (a likelihood like ``p^n`` weighs the tails: 9 are too few).
+POPULATION_NODES = 32
 #: Most steps of the Laplace approximation's safeguarded Newton search (bisection alone needs about 40).
 NEWTON_STEPS = 80
+#: The grid of :func:`fit_population`: means and standard deviations (logits) of the population of pass-rate logits.
+POPULATION_MEANS = tuple(-8.0 + 0.25 * j for j in range(65))
+POPULATION_SDS = tuple(0.25 * j for j in range(1, 33))
 
 
 def zero_spread_probability(p: float, n: int) -> float:
@@ -246,3 +251,27 @@ class SkillModel:
             self.cluster_mean = [float(x) for x in means]
             self.cluster_var = [float(x) for x in variances]
             self.cluster_stamp = [int(x) for x in stamps]
+
+
+def fit_population(counts: dict[tuple[int, int], float]) -> tuple[float, float]:
+    """Maximum-likelihood ``(mean, variance)`` of a Gaussian population of pass-rate logits, from groups of first
+    tries: ``counts[(n, k)]`` is the (decayed) number of groups with ``k`` successes of ``n`` siblings.  Each
+    group's prompt is a draw from the population, so a group's chance is the binomial averaged over it (a
+    beta-binomial in logits).  A grid search (``POPULATION_MEANS`` x ``POPULATION_SDS``): no optimizer to
+    diverge.  Groups of fewer siblings (a staged group decided after ``K``) count as what they showed."""
+    import numpy as np  # lazily: importing the package stays light
+
+    nodes, weights = hermite_rule(POPULATION_NODES)
+    means = np.array(POPULATION_MEANS)[:, None, None]
+    sds = np.array(POPULATION_SDS)[None, :, None]
+    x = means + sds * np.array(nodes)[None, None, :]
+    log_p = -np.logaddexp(0.0, -x)  # log sigmoid(x)
+    log_q = -np.logaddexp(0.0, x)  # log (1 - sigmoid(x))
+    w = np.array(weights)[None, None, :]
+    total = np.zeros((len(POPULATION_MEANS), len(POPULATION_SDS)))
+    for (n, k), count in counts.items():
+        if count > 0.0:  # the binomial coefficient is the same for every cell: left out
+            chance = (w * np.exp(k * log_p + (n - k) * log_q)).sum(axis=2)
+            total += count * np.log(np.maximum(chance, 1e-300))
+    a, b = np.unravel_index(int(np.argmax(total)), total.shape)
+    return POPULATION_MEANS[a], POPULATION_SDS[b] ** 2

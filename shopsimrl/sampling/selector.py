@@ -47,7 +47,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
-from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, sigmoid, zero_spread_probability
+from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, fit_population, sigmoid, zero_spread_probability
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, STRATEGIES, Strategy
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
@@ -74,6 +74,10 @@ RECHECK_SHARE = 0.05
 POPULATION_DECAY = 0.98
 #: Pseudo-observations behind the population estimate's 50% start.
 POPULATION_PRIOR_WEIGHT = 2.0
+#: Decay (per first observation) of the first tries behind a never-seen prompt's logit (``predicted_logit``).
+POPULATION_FIT_DECAY = 0.995
+#: Decayed first tries needed before they stand in for a never-seen prompt's logit (fewer: the wide prior).
+POPULATION_FIT_MIN_GROUPS = 16.0
 #: The outward bucket scan gives way to a scan of every bucket after this many steps (sparse buckets).
 _SCAN_LIMIT = 64
 
@@ -162,6 +166,8 @@ class PromptSelector:
         self._rng = random.Random(f"shopsimrl-selector/{seed}")
         self._pop_zero = 0.0  # decayed count of first observations that had zero spread
         self._pop_seen = 0.0  # decayed count of first observations
+        self._first_tries: dict[tuple[int, int], float] = {}  # (n, successes) of first observations, decayed
+        self._first_tries_fit: tuple[float, float] | None = None  # fit_population of them (None: to be redone)
         self._stats = _zero_stats()
         # informative: never-seen prompts (shuffled); observed ones in buckets by difficulty, each an ordered set
         # (with labels the never-seen prompts wait in the cluster book instead, one line per cluster)
@@ -264,9 +270,20 @@ class PromptSelector:
         return self._model.pass_rate(i, True)
 
     def predicted_logit(self, prompt_id: Hashable) -> tuple[float, float]:
-        """Mean and variance of the prompt's pass-rate logit now (a never-seen prompt: at the skill, wide)."""
+        """Mean and variance of the prompt's pass-rate logit now (staged siblings' rule reads it).
+
+        A never-seen prompt is a draw from the population of recent first tries: the Gaussian of logits that
+        explains them best (``fit_population``, an empirical-Bayes prior that follows training; one population
+        for every cluster).  Before ``POPULATION_FIT_MIN_GROUPS`` of them: at the skill, wide (where a first group
+        places a prompt)."""
         i = self._index(prompt_id)
-        return self._model.logit(i, bool(self._observed[i]))
+        if self._observed[i]:
+            return self._model.logit(i, True)
+        if sum(self._first_tries.values()) < POPULATION_FIT_MIN_GROUPS:
+            return self._model.logit(i, False)
+        if self._first_tries_fit is None:
+            self._first_tries_fit = fit_population(self._first_tries)
+        return self._first_tries_fit
 
     @property
     def skill(self) -> float:
@@ -330,6 +347,7 @@ class PromptSelector:
             "epoch": self.epoch,
             "rng": [version, list(internal), gauss],
             "population": [self._pop_zero, self._pop_seen],
+            "first_tries": [[n, k, count] for (n, k), count in sorted(self._first_tries.items())],
             "stats": dict(self._stats),
         }
 
@@ -366,6 +384,7 @@ class PromptSelector:
         version, internal, gauss = state["rng"]
         sel._rng.setstate((version, tuple(internal), gauss))
         sel._pop_zero, sel._pop_seen = (float(x) for x in state["population"])
+        sel._first_tries = {(int(n), int(k)): float(count) for n, k, count in state.get("first_tries", ())}
         sel._stats = {**_zero_stats(), **state.get("stats", {})}
         return sel
 
@@ -527,9 +546,19 @@ class PromptSelector:
         if not self._observed[i]:
             self._pop_zero = POPULATION_DECAY * self._pop_zero + zero
             self._pop_seen = POPULATION_DECAY * self._pop_seen + 1.0
+            self._first_try(len(values), successes)
             if self._book is not None:
                 self._book.first_observation(i, zero)
         self._observed[i] += 1
+
+    def _first_try(self, n: int, successes: float) -> None:
+        """A prompt's first group, for the population of first tries (successes rounded: a partial reward)."""
+        tries = self._first_tries
+        for key in tries:
+            tries[key] *= POPULATION_FIT_DECAY
+        key = (n, min(n, max(0, round(successes))))
+        tries[key] = tries.get(key, 0.0) + 1.0
+        self._first_tries_fit = None
 
     def _index(self, prompt_id: Hashable) -> int:
         try:

@@ -28,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="staged: every strategy also runs with staged siblings (rows <strategy>+staged), and "
                         "every row is timed under the capacity model")
     staged.add_argument("--stage-size", type=int_range(1), default=None, help="K, the siblings started first (default n/2)")
+    staged.add_argument("--stage-skip-q", type=number(0, 1), default=None, metavar="Q",
+                        help="start a group whole when its predicted chance of spread is at least Q (default 1.0: "
+                        "every group staged; 0.5 saves the second round of latency where the selector picks "
+                        "prompts near 50%%)")
     staged.add_argument("--capacity", type=number(0), default=None,
                         help="episodes the engine runs at full speed (default with --siblings staged: calibrated so "
                         "the seed's wave takes the release run's step time; otherwise no capacity model)")
@@ -71,10 +75,13 @@ def handle(args: argparse.Namespace) -> int:
         world = with_overrides(WorldParams(), prompts=args.prompts, eta_prompt=args.eta_prompt,
                                eta_global=args.eta_global, clusters=args.clusters, transfer=args.transfer)
         knobs = SamplingKnobs()
-        staging = (StagedSiblings.of(knobs.n_samples_per_prompt, args.stage_size)
+        skip = {} if args.stage_skip_q is None else {"skip_q": args.stage_skip_q}
+        staging = (StagedSiblings.of(knobs.n_samples_per_prompt, args.stage_size, **skip)
                    if args.siblings == "staged" else None)
         if args.stage_size is not None and staging is None:
             raise ValueError("--stage-size is for --siblings staged")
+        if args.stage_skip_q is not None and staging is None:
+            raise ValueError("--stage-skip-q is for --siblings staged")
         if args.capacity is not None and not args.capacity > 0:
             raise ValueError(f"--capacity must be > 0 episodes, got {args.capacity}")
     except ValueError as exc:

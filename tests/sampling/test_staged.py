@@ -175,13 +175,20 @@ def test_r29_off_by_default_every_group_starts_whole():
 
 
 def test_r29_a_staged_group_starts_its_first_k_and_a_prompt_predicted_to_spread_starts_whole():
-    starts = staged_step().start()
+    skipping = StagedSiblings.of(N, skip_q=0.5)
+    starts = staged_step(staging=skipping).start()
     assert [s.siblings for s in starts] == [range(4)] * 4
-    whole = staged_step(source=Known(zero=0.2)).start()  # q = 0.8 >= skip_q: staging skipped
+    whole = staged_step(source=Known(zero=0.2), staging=skipping).start()  # q = 0.8 >= skip_q: staging skipped
     assert [s.siblings for s in whole] == [range(N)] * 4
-    step = staged_step(source=Known(zero=0.2))
+    step = staged_step(source=Known(zero=0.2), staging=skipping)
     step.start()
     assert step.stage_counts == {"staged": 0, "whole": 4, "rest_started": 0, "stopped_early": 0, "episodes_saved": 0}
+
+
+def test_r29_by_default_every_group_is_staged_even_one_predicted_to_spread():
+    step = staged_step(source=Known(zero=0.01))  # q = 0.99: the default skip_q (1.0) still stages it
+    assert [s.siblings for s in step.start()] == [range(4)] * 4
+    assert step.stage_counts["staged"] == 4 and step.stage_counts["whole"] == 0
 
 
 def test_r29_the_step_decides_a_certain_agreement_as_the_seeds_zero_std_drop_after_k():

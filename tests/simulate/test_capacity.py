@@ -82,3 +82,25 @@ def test_staged_rows_count_the_episodes_they_generate_and_train_whole_groups(wav
         assert r.episodes <= 8 * r.submitted
     assert summary["wall_s_per_informative_group"] == pytest.approx(summary["wall_time_s"] /
                                                                     summary["informative_trained"])
+
+
+def test_staged_cli_skip_q_starts_groups_whole_and_is_refused_without_staging(tmp_path, capsys):
+    import json
+
+    from shopsimrl.cli import main
+
+    def staged_row(skip: list[str]) -> dict:
+        out = tmp_path / ("skip" if skip else "default")
+        assert main(["simulate", "--steps", "3", "--seeds", "0", "--timeline-step", "2", "--siblings", "staged",
+                     *skip, "--out", str(out)]) == 0
+        return json.loads((out / "summary.json").read_text())
+
+    default, skipping = staged_row([]), staged_row(["--stage-skip-q", "0.0"])  # q >= 0: every group starts whole
+    assert default["staging"]["skip_q"] == 1.0 and skipping["staging"]["skip_q"] == 0.0
+    rows = skipping["summary"]
+    assert rows["seed/fixed+staged"] == rows["seed/fixed"]  # nothing staged: the seed's figures
+    key = "generated_per_trained_episode"
+    assert default["summary"]["seed/fixed+staged"][key] < rows["seed/fixed"][key]  # staged: fewer episodes
+    assert main(["simulate", "--steps", "2", "--timeline-step", "1", "--stage-skip-q", "0.5", "--out",
+                 str(tmp_path / "refused")]) == 2
+    assert "--stage-skip-q is for --siblings staged" in capsys.readouterr().err
