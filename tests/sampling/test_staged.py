@@ -185,10 +185,14 @@ def test_r29_a_staged_group_starts_its_first_k_and_a_prompt_predicted_to_spread_
     assert step.stage_counts == {"staged": 0, "whole": 4, "rest_started": 0, "stopped_early": 0, "episodes_saved": 0}
 
 
-def test_r29_by_default_every_group_is_staged_even_one_predicted_to_spread():
-    step = staged_step(source=Known(zero=0.01))  # q = 0.99: the default skip_q (1.0) still stages it
-    assert [s.siblings for s in step.start()] == [range(4)] * 4
-    assert step.stage_counts["staged"] == 4 and step.stage_counts["whole"] == 0
+def test_r29_by_default_a_prompt_predicted_to_spread_starts_whole_and_one_predicted_to_agree_is_staged():
+    assert StagedSiblings.of(N).skip_q == 0.5
+    whole = staged_step(source=Known(zero=0.49))  # q = 0.51 >= the default skip_q (0.5): staging skipped
+    assert [s.siblings for s in whole.start()] == [range(N)] * 4
+    assert whole.stage_counts["staged"] == 0 and whole.stage_counts["whole"] == 4
+    staged = staged_step(source=Known(zero=0.51))  # q = 0.49 < 0.5: staged
+    assert [s.siblings for s in staged.start()] == [range(4)] * 4
+    assert staged.stage_counts["staged"] == 4 and staged.stage_counts["whole"] == 0
 
 
 def test_r29_the_step_decides_a_certain_agreement_as_the_seeds_zero_std_drop_after_k():

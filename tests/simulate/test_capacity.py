@@ -96,7 +96,7 @@ def test_staged_cli_skip_q_starts_groups_whole_and_is_refused_without_staging(tm
         return json.loads((out / "summary.json").read_text())
 
     default, skipping = staged_row([]), staged_row(["--stage-skip-q", "0.0"])  # q >= 0: every group starts whole
-    assert default["staging"]["skip_q"] == 1.0 and skipping["staging"]["skip_q"] == 0.0
+    assert default["staging"]["skip_q"] == 0.5 and skipping["staging"]["skip_q"] == 0.0
     rows = skipping["summary"]
     assert rows["seed/fixed+staged"] == rows["seed/fixed"]  # nothing staged: the seed's figures
     key = "generated_per_trained_episode"
