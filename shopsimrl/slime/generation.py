@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shopsimrl.sampling.step import Start
 
 
 class GroupGeneration:
-    """The step's tasks in ``state.pendings`` (``state``: slime's ``GenerateState``, reset by the caller)."""
+    """The step's tasks in ``state.pendings`` (``state``: slime's ``GenerateState``, reset by the caller).
+    ``in_first_stage``: the step's :meth:`~shopsimrl.sampling.step.RolloutStep.in_first_stage`."""
 
-    def __init__(self, args: Any) -> None:
+    def __init__(self, args: Any, in_first_stage: Callable[[int], bool]) -> None:
         from slime.rollout import sglang_rollout
 
         self.args = args
         self.state = sglang_rollout.GenerateState(args)
         self.heads: dict[int, list[Any]] = {}  # a staged group's first K samples, back
         self._index_of: dict[asyncio.Task[Any], int] = {}
-        self._first_stage: set[int] = set()  # staged groups running their first K
+        self._in_first_stage = in_first_stage
 
     def start(self, start: Start) -> None:
         """Start the siblings a :class:`Start` names: the whole group, or some of its samples (staged)."""
@@ -37,8 +38,6 @@ class GroupGeneration:
             task = asyncio.create_task(sglang_rollout.generate_and_rm_group(
                 args, start.prompt, sampling_params=state.sampling_params.copy(), evaluation=False))
         else:
-            if start.siblings.start == 0:
-                self._first_stage.add(start.index)
             task = asyncio.create_task(_siblings(args, start.prompt, start.siblings, state.sampling_params))
         state.pendings.add(task)
         self._index_of[task] = start.index
@@ -53,8 +52,7 @@ class GroupGeneration:
         for task in done:
             index = self._index_of.pop(task)
             group = task.result()
-            if index in self._first_stage:
-                self._first_stage.discard(index)
+            if self._in_first_stage(index):
                 self.heads[index] = list(group)
                 yield index, self.heads[index], True
                 continue

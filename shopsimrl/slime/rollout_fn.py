@@ -69,7 +69,7 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     from slime.rollout import sglang_rollout
 
     step = rollout_step(args, data_source)
-    generation, batch = GroupGeneration(args), SlimeBatch(args)
+    generation, batch = GroupGeneration(args, step.in_first_stage), SlimeBatch(args)
 
     def act(actions: list[Any]) -> None:
         for action in actions:
