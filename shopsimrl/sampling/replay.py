@@ -14,8 +14,7 @@ submission order.
 from __future__ import annotations
 
 import heapq
-import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
@@ -24,12 +23,11 @@ from shopsimrl.sampling.controller import GroupDecision
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_ROLLOUT_BATCH_SIZE
-from shopsimrl.sampling.step import FixedWaves, RolloutStep, Start
+from shopsimrl.sampling.step import FixedWaves, RolloutStep, Start, StepDone
+from shopsimrl.sampling.supply import SupplyExhausted, SupplyOrder, SupplyShort, parse_supply
 from shopsimrl.sampling.verdict import Verdict
 
-
-class SupplyExhausted(RuntimeError):
-    """A wave was needed but the supply has fewer groups than the wave submits."""
+__all__ = ["ReplayEvent", "ReplayResult", "SupplyExhausted", "replay"]  # SupplyExhausted: where it always was
 
 
 class ReplayEvent(NamedTuple):
@@ -68,6 +66,13 @@ class ReplayResult:
     def completed(self) -> int:
         return len(self.events)
 
+    @classmethod
+    def of(cls, done: StepDone, events: list[ReplayEvent], wave_times: list[float], end_time: float) -> ReplayResult:
+        """The step's outcome, with the replay's own record of when things happened."""
+        return cls(kept=done.kept, fallback=done.fallback, dropped=done.dropped, surplus=done.surplus,
+                   aborted=done.aborted, waves=done.waves, submitted=done.submitted, remaining=done.remaining,
+                   events=events, wave_times=wave_times, end_time=end_time)
+
     def summary(self) -> dict[str, object]:
         return {
             "kept": len(self.kept),
@@ -82,55 +87,6 @@ class ReplayResult:
             "remaining": self.remaining,
             "end_time": self.end_time,
         }
-
-
-def _parse_supply(groups: Iterable[tuple[Verdict | str, float]]) -> list[tuple[Verdict, float]]:
-    supply = []
-    for i, item in enumerate(groups):
-        try:
-            verdict, duration = item
-        except (TypeError, ValueError):
-            raise ValueError(f"supply item {i} must be (verdict, duration), got {item!r}") from None
-        d = float(duration)
-        if not math.isfinite(d) or d < 0:
-            raise ValueError(f"supply item {i}: duration must be a finite number >= 0, got {duration!r}")
-        supply.append((verdict if type(verdict) is Verdict else Verdict.parse(verdict), d))
-    return supply
-
-
-class _Supply:
-    """The replay's prompt source: group ``i`` plays supply item ``i``; there is nothing to learn."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.handed = 0
-
-    def next_prompts(self, k: int) -> range:
-        first = self.handed
-        if first + k > self.size:
-            raise _Short(first, k)
-        self.handed = first + k
-        return range(first, first + k)
-
-    def next_prompt(self) -> tuple[Hashable, float]:
-        raise NotImplementedError("replay opens whole waves only")
-
-    def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
-        return None
-
-    def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:
-        return None
-
-    def predicted_zero_spread(self, prompt_id: Hashable) -> None:
-        return None
-
-    def predicted_logit(self, prompt_id: Hashable) -> None:
-        return None
-
-
-class _Short(Exception):
-    def __init__(self, first: int, count: int) -> None:
-        self.first, self.count = first, count
 
 
 def replay(
@@ -149,8 +105,8 @@ def replay(
     Raises ``SupplyExhausted`` when a wave is needed and the supply cannot fill it,
     and ``TooManyTechnicalFailures`` when the consecutive-failure stop fires.
     """
-    supply = _parse_supply(groups)
-    step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=_Supply(len(supply)),
+    supply = parse_supply(groups)
+    step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=SupplyOrder(len(supply)),
                        sizer=FixedWaves(1), guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups,
                        tell_source=False)
     controller = step.controller
@@ -188,23 +144,6 @@ def replay(
                     events.append(new_event((now, actions[0])))
                 else:
                     act(actions)
-    except _Short as short:
-        raise SupplyExhausted(
-            f"wave {controller.waves} needs groups {short.first}..{short.first + short.count - 1} "
-            f"at t={now:g}, but the supply has only {len(supply)} groups "
-            f"(kept {len(controller.kept)}/{controller.target}, remaining {controller.remaining - short.count})"
-        ) from None
-    done = step.close()
-    return ReplayResult(
-        kept=done.kept,
-        fallback=done.fallback,
-        dropped=done.dropped,
-        surplus=done.surplus,
-        aborted=done.aborted,
-        waves=done.waves,
-        submitted=done.submitted,
-        remaining=done.remaining,
-        events=events,
-        wave_times=wave_times,
-        end_time=now,
-    )
+    except SupplyShort as short:
+        raise short.exhausted(controller, now) from None
+    return ReplayResult.of(step.close(), events, wave_times, now)

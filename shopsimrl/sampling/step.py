@@ -207,6 +207,11 @@ class RolloutStep:
     def in_flight(self) -> frozenset[int]:
         return self.controller.in_flight
 
+    def in_first_stage(self, index: int) -> bool:
+        """Staged siblings: group ``index`` runs its first ``K``, so its return is ``first_stage()``, not a
+        completion (every shell asks this of a finished group; the step already keeps the set)."""
+        return index in self._first_stage
+
     # -- events ----------------------------------------------------------------------------------
     def start(self) -> list[Start]:
         """The step begins: the groups to start first."""

@@ -117,6 +117,12 @@ def reward_spread_verdict(rewards: Iterable[float]) -> Verdict:
     return Verdict.VARIED
 
 
+def rewards_verdict(rewards: Iterable[float] | None) -> Verdict:
+    """A group's verdict from its unique-rollout rewards, ``None`` when some sibling was not scored: for a caller
+    that holds rewards, not samples (the simulator), so the technical and spread rules stay written once."""
+    return Verdict.TECHNICAL if rewards is None else reward_spread_verdict(rewards)
+
+
 def group_verdict(group: Sequence[Any], reward_key: str | None = DEFAULT_REWARD_KEY, *, label: object = None) -> Verdict:
     """TECHNICAL if any sample is unscored; else ZERO_STD or VARIED over unique-rollout rewards."""
     samples = list(iter_samples(group))

@@ -24,9 +24,10 @@ from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMo
 from shopsimrl.sampling.selector import PromptSelector
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, WaveSizer
-from shopsimrl.sampling.verdict import reward_spread_verdict
-from shopsimrl.simulate.capacity import SharedThroughput
+from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone, WaveSizer
+from shopsimrl.sampling.verdict import reward_spread_verdict, rewards_verdict
+from shopsimrl.simulate.events import StepEvents
+from shopsimrl.simulate.inflight import GroupsInFlight
 from shopsimrl.simulate.model import World, WorldParams
 
 
@@ -197,92 +198,73 @@ def _simulate_step(
     capacity: float | None = None,
 ) -> tuple[StepRecord, list[dict[str, Any]]]:
     """One step: an I/O shell around :class:`RolloutStep`, which decides everything (waves or refills, the
-    filter, the fallback, the abort, staged siblings).  The shell draws each group's ``n`` rewards and solo
-    durations once, when it starts (a staged group's rest is the rest of the same group), and times every
-    episode on :class:`SharedThroughput` (``capacity=None``: no sharing, a group takes its slowest sibling).
-    Groups that finish at one instant are one batch; a staged group's first ``K`` report after them."""
-    n = knobs.n_samples_per_prompt
+    filter, the fallback, the abort, staged siblings); :class:`GroupsInFlight` plays and times the groups it
+    starts.  Groups that finish at one instant are one batch; a staged group's first ``K`` report after them."""
     rs = RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=source, sizer=sizer,
                      guard=guard, staging=staging)
-    clock = SharedThroughput(capacity)
-    drawn: dict[int, tuple[list[float] | None, list[float]]] = {}
-    running: dict[tuple[int, int], list[tuple[tuple[int, int], int]]] = {}  # job (group, first sibling): episodes
-    left: dict[tuple[int, int], int] = {}  # job -> its episodes still running
-    heads: set[int] = set()  # groups whose first K are out (staged)
+    flight = GroupsInFlight(world, knobs.n_samples_per_prompt, capacity)
+    log = StepEvents(step)
     judged: dict[int, list[float] | None] = {}  # rewards the filter saw (K for a group stopped early)
-    events: list[dict[str, Any]] = [{"t": 0.0, "event": "step_start", "step": step}]
-    episodes, now = 0, 0.0
+    now = 0.0
 
     def act(actions: list[Any]) -> None:
-        nonlocal episodes
-        starts: list[Start] = []
+        opened: list[Start] = []
         for a in actions:
             if type(a) is Start:
-                if a.index not in drawn:
-                    drawn[a.index] = world.play_siblings(str(a.prompt), n)
-                    starts.append(a)
-                job, durations = (a.index, a.siblings.start), drawn[a.index][1]
-                running[job] = [(job, s) for s in a.siblings]
-                for key in running[job]:
-                    clock.start(key, durations[key[1]])
-                left[job] = len(a.siblings)
-                episodes += len(a.siblings)
-                if a.siblings.stop < n:
-                    heads.add(a.index)
+                if flight.start(a):
+                    opened.append(a)
             elif type(a) is GroupDecision:
-                events.append({"t": now, "event": "decision", "task_id": str(rs.prompts[a.index]), **a.as_dict()})
+                log.decision(now, rs.prompts[a.index], a)
             elif type(a) is AbortRest:
-                clock.cancel([key for job, keys in running.items() if job[0] in a.indices for key in keys])
-        if starts:  # one wave (or refill) per event
-            events.append({"t": now, "event": "wave", "wave": starts[0].wave, "first_index": starts[0].index,
-                           "last_index": starts[-1].index, "task_ids": [str(s.prompt) for s in starts],
-                           "remaining": rs.controller.remaining})
+                flight.cancel(a.indices)
+        if opened:  # one wave (or refill) per event
+            log.wave(now, opened, rs.controller.remaining)
 
     act(rs.start())
     while not rs.done:
-        now, finished = clock.next()
-        ended = []
-        for job, _s in finished:
-            left[job] -= 1
-            if not left[job]:
-                del left[job], running[job]
-                ended.append(job[0])
-        whole = sorted(i for i in ended if i not in heads)
+        now, ended = flight.next()
+        heads = [i for i in ended if rs.in_first_stage(i)]
+        whole = [i for i in ended if not rs.in_first_stage(i)]
         if whole:
-            judged.update((i, drawn[i][0]) for i in whole)
-            act(rs.complete_batch([(i, _verdict(drawn[i][0]), drawn[i][0]) for i in whole]))
-        for index in sorted(i for i in ended if i in heads):
-            heads.discard(index)
+            judged.update((i, flight.rewards(i)) for i in whole)
+            act(rs.complete_batch([(i, rewards_verdict(judged[i]), judged[i]) for i in whole]))
+        for index in heads:
             if rs.done:
                 break  # the batch filled up: what else finished now is aborted with the rest
-            assert staging is not None
-            rewards = drawn[index][0]
-            head = [None] * staging.stage_size if rewards is None else rewards[:staging.stage_size]
+            head = flight.first_rewards(index, rs.staging.stage_size)  # type: ignore[union-attr]
             actions = rs.first_stage(index, head)
             if any(type(a) is GroupDecision for a in actions):
                 judged[index] = list(head)  # type: ignore[arg-type]
             act(actions)
     done = rs.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
-    events.append({"t": now, "event": "abort", "aborted": done.aborted})
+    log.abort(now, done.aborted)
+    scored = _learn(step, rs.prompts, done, judged, world, groups)
+    record = _record(step, done, scored, rs.stage_counts, episodes=flight.episodes, wall_s=now,
+                     mean_pass_rate=world.mean_pass_rate(), selector=source.pop_stats())
+    return record, log.events
 
-    scored = [r for i in sorted(judged) if (r := judged[i]) is not None]
-    groups.extend((step, str(rs.prompts[i]), _verdict(r) is Verdict.ZERO_STD)
-                  for i in sorted(judged) if (r := judged[i]) is not None)
-    world.train([str(rs.prompts[i]) for i in done.informative])
-    counts = rs.stage_counts
-    record = StepRecord(
+
+def _learn(step: int, prompts: dict[int, Any], done: StepDone, judged: dict[int, list[float] | None], world: World,
+           groups: list[tuple[int, str, bool]]) -> list[list[float]]:
+    """The step's end: the judged, scored groups join ``groups`` (the persistence statistics) and the kept
+    informative groups train the world's policy.  Returns the scored groups' rewards, in index order."""
+    scored = {i: r for i in sorted(judged) if (r := judged[i]) is not None}
+    groups.extend((step, str(prompts[i]), reward_spread_verdict(r) is Verdict.ZERO_STD) for i, r in scored.items())
+    world.train([str(prompts[i]) for i in done.informative])
+    return list(scored.values())
+
+
+def _record(step: int, done: StepDone, scored: list[list[float]], counts: dict[str, int], *, episodes: int,
+            wall_s: float, mean_pass_rate: float, selector: dict[str, float]) -> StepRecord:
+    """The step's counts, from its outcome and the rewards of the groups the filter judged."""
+    return StepRecord(
         step=step, submitted=done.submitted, completed=done.completed, accepted=len(done.informative),
         fallback=len(done.fallback), zero_std_dropped=len(done.dropped[REASON_ZERO_STD]),
         technical_dropped=len(done.dropped[REASON_TECHNICAL]), surplus=len(done.surplus), aborted=len(done.aborted),
-        zero_spread_completed=sum(1 for r in scored if _verdict(r) is Verdict.ZERO_STD), scored_completed=len(scored),
-        successes=int(sum(sum(r) for r in scored)), all_wrong_completed=sum(1 for r in scored if max(r) == 0.0),
-        waves=done.waves, wall_s=now, mean_pass_rate=world.mean_pass_rate(), selector=source.pop_stats(),
-        episodes=episodes, stopped_early=counts["stopped_early"], episodes_saved=counts["episodes_saved"],
-        staged=counts["staged"], started_whole=counts["whole"], judged_episodes=sum(len(r) for r in scored),
+        zero_spread_completed=sum(1 for r in scored if reward_spread_verdict(r) is Verdict.ZERO_STD),
+        scored_completed=len(scored), successes=int(sum(sum(r) for r in scored)),
+        all_wrong_completed=sum(1 for r in scored if max(r) == 0.0), waves=done.waves, wall_s=wall_s,
+        mean_pass_rate=mean_pass_rate, selector=selector, episodes=episodes, stopped_early=counts["stopped_early"],
+        episodes_saved=counts["episodes_saved"], staged=counts["staged"], started_whole=counts["whole"],
+        judged_episodes=sum(len(r) for r in scored),
     )
-    return record, events
-
-
-def _verdict(rewards: list[float] | None) -> Verdict:
-    """The spread rule of docs/dynamic-sampling.md §2 (``reward_spread_verdict``); ``None``: technical."""
-    return Verdict.TECHNICAL if rewards is None else reward_spread_verdict(rewards)

@@ -222,3 +222,22 @@ def runs(draw):
 @given(runs())
 def test_the_step_decides_and_starts_exactly_as_the_hand_written_loop(run):
     assert step_loop(*run) == hand_written_loop(*run)
+
+
+def test_in_first_stage_from_a_staged_start_until_its_first_stage_is_reported():
+    from shopsimrl.sampling.staged import StagedSiblings
+
+    source = prompt_source("seed", PROMPTS, 4, 0)
+    step = RolloutStep(2, 4, source=source, sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(8),
+                       staging=StagedSiblings.of(4, 2, skip_q=1.0))
+    starts = step.start()  # no group is sure to spread (skip_q 1): every group starts its first K
+    assert [s.siblings for s in starts] == [range(2)] * 4
+    assert all(step.in_first_stage(s.index) for s in starts)
+    (rest,) = step.first_stage(0, [1.0, 0.0])  # spread already: the rest starts
+    assert rest.siblings == range(2, 4) and not step.in_first_stage(0)
+    assert step.in_first_stage(1) and not step.in_first_stage(99)
+
+
+def test_in_first_stage_is_never_true_without_staging():
+    step, _ = fixed_step()
+    assert not any(step.in_first_stage(s.index) for s in step.start())

@@ -113,3 +113,14 @@ def test_verdict_parse_accepts_strings_and_refuses_unknown():
     assert Verdict.parse(Verdict.VARIED) is Verdict.VARIED
     with pytest.raises(ValueError, match="unknown verdict"):
         Verdict.parse("ok")
+
+
+def test_rewards_verdict_none_is_technical_else_the_spread_rule_of_the_samples_verdict():
+    from shopsimrl.sampling.verdict import rewards_verdict
+
+    assert rewards_verdict(None) is Verdict.TECHNICAL  # some sibling could not be scored
+    assert rewards_verdict([0.0, 1e-6]) is Verdict.ZERO_STD  # max - min == 1e-6 exactly, as group_verdict
+    assert rewards_verdict([0.5, 0.5 + 3e-6]) is Verdict.VARIED
+    assert rewards_verdict([1.0]) is Verdict.ZERO_STD
+    for rewards in ([1.0, 0.0, 0.0], [0.0] * 8, [0.5, 0.5 + 3e-6]):
+        assert rewards_verdict(rewards) is group_verdict([s(i, r) for i, r in enumerate(rewards)])

@@ -1,0 +1,74 @@
+"""slime's generation of the groups a rollout step starts, as asyncio tasks in slime's ``GenerateState``.
+
+A whole group goes through slime's ``generate_and_rm_group``, as in slime's own loop.  A staged
+group's siblings (its first ``K``, later the rest) go one by one through slime's per-sample
+``generate_and_rm``; its first ``K`` are held here until the rest joins them, so the filter
+judges the whole group.  slime is imported when used, never at import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from shopsimrl.sampling.step import Start
+
+
+class GroupGeneration:
+    """The step's tasks in ``state.pendings`` (``state``: slime's ``GenerateState``, reset by the caller).
+    ``in_first_stage``: the step's :meth:`~shopsimrl.sampling.step.RolloutStep.in_first_stage`."""
+
+    def __init__(self, args: Any, in_first_stage: Callable[[int], bool]) -> None:
+        from slime.rollout import sglang_rollout
+
+        self.args = args
+        self.state = sglang_rollout.GenerateState(args)
+        self.heads: dict[int, list[Any]] = {}  # a staged group's first K samples, back
+        self._index_of: dict[asyncio.Task[Any], int] = {}
+        self._in_first_stage = in_first_stage
+
+    def start(self, start: Start) -> None:
+        """Start the siblings a :class:`Start` names: the whole group, or some of its samples (staged)."""
+        from slime.rollout import sglang_rollout
+
+        args, state = self.args, self.state
+        if len(start.siblings) == len(start.prompt):
+            task = asyncio.create_task(sglang_rollout.generate_and_rm_group(
+                args, start.prompt, sampling_params=state.sampling_params.copy(), evaluation=False))
+        else:
+            task = asyncio.create_task(_siblings(args, start.prompt, start.siblings, state.sampling_params))
+        state.pendings.add(task)
+        self._index_of[task] = start.index
+
+    async def finished(self) -> Iterator[tuple[int, list[Any], bool]]:
+        """Wait until some tasks are done: ``(index, samples, first stage)`` for each, read one by one as the
+        caller iterates (slime's order: a set's), a staged group's rest joined to its first ``K``."""
+        done, self.state.pendings = await asyncio.wait(self.state.pendings, return_when=asyncio.FIRST_COMPLETED)
+        return self._results(done)
+
+    def _results(self, done: set[asyncio.Task[Any]]) -> Iterator[tuple[int, list[Any], bool]]:
+        for task in done:
+            index = self._index_of.pop(task)
+            group = task.result()
+            if self._in_first_stage(index):
+                self.heads[index] = list(group)
+                yield index, self.heads[index], True
+                continue
+            if index in self.heads:  # the rest of a staged group: judged whole
+                group = [*self.heads.pop(index), *group]
+            yield index, group, False
+
+
+async def _siblings(args: Any, group: list[Any], siblings: range, sampling_params: dict[str, Any]) -> list[Any]:
+    """Some of a group's samples, each through slime's ``generate_and_rm`` (as ``generate_and_rm_group`` does
+    for all of them: a session id per sample, a copy of the sampling parameters each)."""
+    from slime.rollout import sglang_rollout
+
+    samples = [group[s] for s in siblings]
+    for sample in samples:
+        if getattr(sample, "session_id", None) is None:
+            sample.session_id = str(uuid.uuid4())
+    return list(await asyncio.gather(*(sglang_rollout.generate_and_rm(args, sample, sampling_params.copy(),
+                                                                      evaluation=False) for sample in samples)))
