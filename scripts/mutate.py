@@ -190,7 +190,7 @@ MUTATIONS = (
     Mutation("staged-stops-on-disagreement", "R29",
              "test_staged.py::test_r29_first_k_disagree_the_rest_starts",
              SAMPLING + "staged.py",
-             "if max(rewards) - min(rewards) > ZERO_STD_EPSILON:", "if False:"),
+             "if reward_spread_verdict(rewards) is Verdict.VARIED:", "if False:"),
     Mutation("staged-stops-with-an-unscored-sibling", "R29",
              "test_staged.py::test_r29_an_unscored_sibling_among_the_first_k_the_rest_starts",
              SAMPLING + "staged.py",

@@ -37,6 +37,7 @@ from enum import Enum
 from shopsimrl.sampling.estimate import hermite_rule, sigmoid
 from shopsimrl.sampling.knobs import ZERO_STD_EPSILON
 from shopsimrl.sampling.modes import _Choice
+from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 #: Stop after ``K`` when the predicted chance that the rest breaks the agreement is below this
 #: (chosen with ``DEFAULT_STAGE_SKIP_Q`` on simulation seeds 100-104, see docs/efficient-sampling.md).
@@ -140,7 +141,7 @@ def after_first_stage(
     if any(r is None for r in first):
         return Next.REST, None
     rewards = [float(r) for r in first]  # type: ignore[arg-type]
-    if max(rewards) - min(rewards) > ZERO_STD_EPSILON:
+    if reward_spread_verdict(rewards) is Verdict.VARIED:
         return Next.REST, None  # spread for sure
     value = rewards[0]
     if abs(value - 1.0) > ZERO_STD_EPSILON and abs(value) > ZERO_STD_EPSILON:
