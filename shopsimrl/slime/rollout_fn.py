@@ -110,9 +110,9 @@ def rollout_step(args: Any, data_source: Any) -> RolloutStep:
     data source, staged siblings when asked for.  The consecutive-failure stop stays in the filter hook."""
     target, wave = int(args.rollout_batch_size), int(args.over_sampling_batch_size)
     cushion = getattr(args, "shopsim_wave_cushion", None)  # 0 is a valid cushion: no `or` default
-    refills = AdaptiveWaves(target, wave, DEFAULT_CUSHION if cushion is None else float(cushion))
+    rule = AdaptiveWaves(target, wave, DEFAULT_CUSHION if cushion is None else float(cushion))
     return RolloutStep(target, wave, source=DataSourceGroups(data_source),
-                       sizer=AdaptiveRefills(refills, int(args.n_samples_per_prompt)),
+                       sizer=AdaptiveRefills(rule, int(args.n_samples_per_prompt)),
                        guard=ConsecutiveFailureGuard(sys.maxsize),  # the filter hook raises the stop, as on slime's path
                        staging=staging_of(args))
 
