@@ -7,6 +7,7 @@ import sys
 
 from shopsimrl.argtypes import folder, int_range, number
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
+from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, DEFAULT_STAGE_SKIP_Q, SIBLINGS, Siblings
 
 EXIT_OK, EXIT_REFUSED = 0, 2
 
@@ -24,14 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--out", type=folder, default="runs/simulate", help="summary.json and the pictures go here")
     p.add_argument("--timeline-step", type=int_range(1), default=40, help="step whose wave timeline is drawn")
     staged = p.add_argument_group("staged siblings (docs/dynamic-sampling.md R29)")
-    staged.add_argument("--siblings", choices=("all", "staged"), default="all",
+    staged.add_argument("--siblings", choices=SIBLINGS, default=DEFAULT_SIBLINGS.value,
                         help="staged: every strategy also runs with staged siblings (rows <strategy>+staged), and "
                         "every row is timed under the capacity model")
     staged.add_argument("--stage-size", type=int_range(1), default=None, help="K, the siblings started first (default n/2)")
     staged.add_argument("--stage-skip-q", type=number(0, 1), default=None, metavar="Q",
-                        help="start a group whole when its predicted chance of spread is at least Q (default 1.0: "
-                        "every group staged; 0.5 saves the second round of latency where the selector picks "
-                        "prompts near 50%%)")
+                        help="start a group whole when its predicted chance of spread is at least Q (default "
+                        f"{DEFAULT_STAGE_SKIP_Q}; 1 stages every group, paying a second round of latency for each)")
     staged.add_argument("--capacity", type=number(0), default=None,
                         help="episodes the engine runs at full speed (default with --siblings staged: calibrated so "
                         "the seed's wave takes the release run's step time; otherwise no capacity model)")
@@ -77,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
         knobs = SamplingKnobs()
         skip = {} if args.stage_skip_q is None else {"skip_q": args.stage_skip_q}
         staging = (StagedSiblings.of(knobs.n_samples_per_prompt, args.stage_size, **skip)
-                   if args.siblings == "staged" else None)
+                   if Siblings(args.siblings) is Siblings.STAGED else None)
         if args.stage_size is not None and staging is None:
             raise ValueError("--stage-size is for --siblings staged")
         if args.stage_skip_q is not None and staging is None:

@@ -29,6 +29,7 @@ from shopsimrl.sampling.verdict import reward_spread_verdict, rewards_verdict
 from shopsimrl.simulate.events import StepEvents
 from shopsimrl.simulate.inflight import GroupsInFlight
 from shopsimrl.simulate.model import World, WorldParams
+from shopsimrl.simulate.oracle import Oracle, OracleSelector, SeenOracleSelector
 
 
 @dataclass
@@ -146,13 +147,9 @@ def simulate_run(
     if explore_horizon_epochs is None:
         explore_horizon_epochs = horizon_for_waves(mode)
     clusters = w.cluster_labels() if labels else None
-    if selection == "oracle":
-        from shopsimrl.simulate.oracle import OracleSelector
-
+    if selection == Oracle.TRUE:
         selector: PromptSelector = OracleSelector(w, n, seed, clusters=clusters)
-    elif selection == "seen-oracle":
-        from shopsimrl.simulate.oracle import SeenOracleSelector
-
+    elif selection == Oracle.SEEN:
         selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     else:
         selector = prompt_source(selection, w.prompt_ids, n, seed, explore_horizon_epochs=explore_horizon_epochs,

@@ -11,10 +11,18 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from shopsimrl.sampling.modes import Strategy
+from shopsimrl.sampling.modes import Strategy, _Choice
 from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
 from shopsimrl.simulate.model import World
+
+
+class Oracle(_Choice):
+    """The simulator's own selections beside :class:`~shopsimrl.sampling.modes.Strategy`: upper bounds, never run
+    for real."""
+
+    TRUE = "oracle"  # picks and predicts from every prompt's true pass rate
+    SEEN = "seen-oracle"  # the true pass rates of the prompts seen so far only
 
 
 class OracleSelector(SeedOrder):
@@ -22,7 +30,7 @@ class OracleSelector(SeedOrder):
 
     def __init__(self, world: World, n_samples_per_prompt: int, seed: int, *, clusters: Any = None) -> None:
         super().__init__(world.prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters)
-        self.strategy = "oracle"
+        self.strategy = Oracle.TRUE.value
         self.world = world
 
     def _true_z(self, i: int) -> float:
