@@ -15,14 +15,30 @@ import math
 import os
 import socket
 import stat
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 MAX_PORT = 65535
 MAX_INPUT_BYTES = 64 * 2**20  # a file read whole (a replay supply): larger is not what the option means
+
+
+class DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag, still accepted for one release: it sets the new flag's value and says on
+    stderr which spelling to use instead.  Hidden from ``--help``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, replacement: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.replacement = replacement
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"{parser.prog}: {option_string} is deprecated and will be removed in the next release: "
+              f"use {self.replacement}", file=sys.stderr, flush=True)
+        setattr(namespace, self.dest, values)
 
 
 class OneLineParser(argparse.ArgumentParser):

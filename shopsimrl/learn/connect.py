@@ -11,14 +11,12 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from shopsimrl.argtypes import int_range
+from shopsimrl.argtypes import DeprecatedFlag, int_range
 from shopsimrl.learn.defaults import DEFAULT_LEARNER, EVAL_SAMPLES_PER_TASK, LEARNERS, STATE_FILE
 from shopsimrl.sampling.modes import is_faithful
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from shopsimrl.rollout.cli import DeprecatedFlag
-
     class DeprecatedSwitch(DeprecatedFlag):
         """``--learning`` (no value): today's ``--learner heuristic``."""
 

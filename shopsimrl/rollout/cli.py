@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shopsimrl.argtypes import OneLineParser, folder, in_file, int_range, number, server_url, server_urls
+from shopsimrl.argtypes import (
+    DeprecatedFlag,
+    OneLineParser,
+    folder,
+    in_file,
+    int_range,
+    number,
+    server_url,
+    server_urls,
+)
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT, DEFAULT_PRODUCTS
 from shopsimrl.env.defaults import DEFAULT_SEED as DEFAULT_CATALOG_SEED
@@ -75,21 +84,6 @@ class UsageError(ValueError):
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-class DeprecatedFlag(argparse.Action):
-    """An old spelling of a flag, still accepted for one release: it sets the new flag's value and says on
-    stderr which spelling to use instead.  Hidden from ``--help``."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, *, replacement: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-        self.replacement = replacement
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        _stderr(f"{parser.prog}: {option_string} is deprecated and will be removed in the next release: "
-                f"use {self.replacement}")
-        setattr(namespace, self.dest, values)
 
 
 def _env_option(text: str) -> str:
