@@ -180,8 +180,8 @@ MUTATIONS = (
     Mutation("batch-in-reverse-submission-order", "R27",
              "test_r27_simultaneous_completions_are_judged_in_submission_order_whatever_order_they_arrive_in",
              SAMPLING + "controller.py",
-             "batch = sorted((int(i), Verdict.parse(v)) for i, v in completions)",
-             "batch = sorted(((int(i), Verdict.parse(v)) for i, v in completions), reverse=True)"),
+             "self._checked(sorted((int(i), Verdict.parse(v)) for i, v in completions))",
+             "self._checked(sorted(((int(i), Verdict.parse(v)) for i, v in completions), reverse=True))"),
     # R29 staged siblings (opt-in)
     Mutation("staged-stops-where-the-fallback-could-keep", "R29",
              "test_staged.py::test_r29_agreement_but_the_fallback_could_keep_the_group_the_rest_starts",

@@ -96,7 +96,7 @@ class StepDriver:
                 if self.rollout.done:
                     break  # the batch is full: this group is aborted with the rest
                 actions = self.rollout.first_stage(group.index, [e.reward if e.scored else None for e in group.episodes])
-                if any(type(a) is GroupDecision and a.index == group.index for a in actions):
+                if self.rollout.stopped_early(group.index):
                     self.tasks.triage(group)  # decided after its first K: triage before the decision
                 self._act(now, actions)
         except TooManyTechnicalFailures as exc:

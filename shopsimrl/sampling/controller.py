@@ -268,13 +268,7 @@ class WaveController:
         filtered (a drop still counts); if not dropped it is surplus.
         """
         self._require("complete_batch")
-        batch = sorted((int(i), Verdict.parse(v)) for i, v in completions)
-        for i, (index, _verdict) in enumerate(batch):
-            if index not in self._in_flight:
-                raise ControllerStateError(self._not_in_flight(index))
-            if i and batch[i - 1][0] == index:
-                raise ControllerStateError(f"group {index} appears twice in one batch")
-        return self._decide_each(batch)
+        return self._decide_each(self._checked(sorted((int(i), Verdict.parse(v)) for i, v in completions)))
 
     def complete_in_order(self, completions: Iterable[tuple[int, Verdict | str]]) -> list[GroupDecision]:
         """Groups that finished together, decided in the order given instead of submission order.
@@ -284,7 +278,10 @@ class WaveController:
         operation in :data:`TRANSITIONS`); a stop's ``decisions`` are in the order given.
         """
         self._require("complete_batch")
-        batch = [(int(i), Verdict.parse(v)) for i, v in completions]
+        return self._decide_each(self._checked([(int(i), Verdict.parse(v)) for i, v in completions]))
+
+    def _checked(self, batch: list[tuple[int, Verdict]]) -> list[tuple[int, Verdict]]:
+        """``batch``, once every group in it is in flight and none appears twice (nothing is decided before)."""
         seen: set[int] = set()
         for index, _verdict in batch:
             if index not in self._in_flight:
@@ -292,7 +289,7 @@ class WaveController:
             if index in seen:
                 raise ControllerStateError(f"group {index} appears twice in one batch")
             seen.add(index)
-        return self._decide_each(batch)
+        return batch
 
     def _decide_each(self, batch: list[tuple[int, Verdict]]) -> list[GroupDecision]:
         """Decide a checked batch in its order; a consecutive-failure stop carries the batch's decisions so far."""

@@ -74,10 +74,4 @@ def replay_recorded(
                 controller.submit()
         else:
             controller.complete_batch(event.completions)
-    aborted = controller.abort()
-    return StepDone(
-        kept=list(controller.kept), fallback=list(controller.fallback),
-        dropped={reason: list(ids) for reason, ids in controller.dropped.items()}, surplus=list(controller.surplus),
-        aborted=aborted, waves=controller.waves, submitted=controller.submitted, completed=controller.completed,
-        remaining=controller.remaining,
-    )
+    return StepDone.of(controller, controller.abort())

@@ -88,6 +88,15 @@ class StepDone:
     remaining: int
     stopped_early: list[int] = field(default_factory=list)  # staged: decided as zero-std drops after K siblings
 
+    @classmethod
+    def of(cls, controller: WaveController, aborted: list[int], stopped_early: Sequence[int] = ()) -> StepDone:
+        """The outcome an ended step's controller holds (``aborted``: what its ``abort()`` returned)."""
+        c = controller
+        return cls(kept=list(c.kept), fallback=list(c.fallback),
+                   dropped={reason: list(ids) for reason, ids in c.dropped.items()}, surplus=list(c.surplus),
+                   aborted=aborted, waves=c.waves, submitted=c.submitted, completed=c.completed,
+                   remaining=c.remaining, stopped_early=list(stopped_early))
+
     @property
     def informative(self) -> list[int]:
         """The kept groups with reward spread: the ones that carry a gradient."""
@@ -207,6 +216,11 @@ class RolloutStep:
     def in_flight(self) -> frozenset[int]:
         return self.controller.in_flight
 
+    def stopped_early(self, index: int) -> bool:
+        """Staged siblings: group ``index`` was decided after its first ``K`` (a zero-std drop), so its rest never
+        runs and its first ``K`` are all it generated."""
+        return index in self._stopped_early
+
     def in_first_stage(self, index: int) -> bool:
         """Staged siblings: group ``index`` runs its first ``K``, so its return is ``first_stage()``, not a
         completion (every shell asks this of a finished group; the step already keeps the set)."""
@@ -294,12 +308,7 @@ class RolloutStep:
         for index, decision, rewards in self._feedback:
             source.settle(prompts[index], rewards, surplus=decision is Decision.SURPLUS)
         self._feedback.clear()  # the same list: _hold_one appends to it
-        self._done = StepDone(
-            kept=list(c.kept), fallback=list(c.fallback),
-            dropped={reason: list(ids) for reason, ids in c.dropped.items()}, surplus=list(c.surplus),
-            aborted=aborted, waves=c.waves, submitted=c.submitted, completed=c.completed, remaining=c.remaining,
-            stopped_early=list(self._stopped_early),
-        )
+        self._done = StepDone.of(c, aborted, self._stopped_early)
         return self._done
 
     # -- internals -------------------------------------------------------------------------------

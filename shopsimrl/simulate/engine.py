@@ -230,7 +230,7 @@ def _simulate_step(
                 break  # the batch filled up: what else finished now is aborted with the rest
             head = flight.first_rewards(index, rs.staging.stage_size)  # type: ignore[union-attr]
             actions = rs.first_stage(index, head)
-            if any(type(a) is GroupDecision for a in actions):
+            if rs.stopped_early(index):
                 judged[index] = list(head)  # type: ignore[arg-type]
             act(actions)
     done = rs.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step

@@ -92,7 +92,7 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
             if step.done:
                 break  # the batch is full: aborted with the rest
             actions = step.first_stage(index, batch.first_stage_rewards(generation.heads[index]))
-            if any(type(a) is GroupDecision and a.index == index for a in actions):
+            if step.stopped_early(index):
                 batch.stopped_early(index, generation.heads.pop(index))
             act(actions)
 

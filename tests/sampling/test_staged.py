@@ -201,6 +201,7 @@ def test_r29_the_step_decides_a_certain_agreement_as_the_seeds_zero_std_drop_aft
     actions = step.first_stage(1, [0.0] * 4)
     assert actions == [GroupDecision(1, 1, Verdict.ZERO_STD, Decision.DROPPED, REASON_ZERO_STD, 3, 0)]
     assert step.stage_counts["stopped_early"] == 1 and step.stage_counts["episodes_saved"] == 4
+    assert step.stopped_early(1) and not step.stopped_early(0)
     step.first_stage(0, [0.0] * 4)  # remaining 3 > 2: dropped too, remaining 2
     actions = step.first_stage(2, [0.0] * 4)  # remaining 2 == target: the fallback could keep it -> the rest
     assert actions == [Start(2, 1, step.prompts[2], range(4, 8), None)]
