@@ -78,7 +78,7 @@ class GrpoLearner:
             raise UnwritableRecord(f"step {step}'s update made the parameters NaN or infinite; not saved", state_path)
         self.policy.set_theta(theta.tolist(), updates=self.adam.t)
         metrics.update(train_metrics)
-        save_state(state_path, self.policy, self.adam)
+        save_state(state_path, self.policy, self.adam, step=step)
         if self.evaluation is not None and self.evaluation.due_after(step):
             metrics.update(await self._evaluate(step, trained_steps=step))
         return metrics
@@ -95,13 +95,14 @@ class GrpoLearner:
         return metrics
 
 
-def save_state(path: Path, policy: LinearPolicy, adam: Adam) -> Path:
-    """Parameters, their names and Adam's state, written whole or not at all."""
+def save_state(path: Path, policy: LinearPolicy, adam: Adam, *, step: int | None = None) -> Path:
+    """Parameters, their names, Adam's state (and the step that saved them), written whole or not at all."""
     import numpy as np
 
     buffer = io.BytesIO()
     np.savez(buffer, theta=np.asarray(policy.theta), names=np.asarray(LAYOUT.names()), m=np.asarray(adam.m),
-             v=np.asarray(adam.v), t=np.asarray(adam.t), lr=np.asarray(adam.lr))
+             v=np.asarray(adam.v), t=np.asarray(adam.t), lr=np.asarray(adam.lr),
+             **({"step": np.asarray(step)} if step is not None else {}))
     return atomic_write_bytes(path, buffer.getvalue())
 
 
@@ -109,11 +110,12 @@ class StateFileError(ValueError):
     """A ``policy.npz`` that is not a whole, finite saved state of this policy: the message names the file."""
 
 
-def load_state(path: Path) -> tuple[list[float], Adam]:
+def load_state(path: Path, *, step: int | None = None) -> tuple[list[float], Adam]:
     """What :func:`save_state` wrote: the parameters and an Adam that continues where it stopped.
 
     Refused (:class:`StateFileError`, one line) unless the file is a regular file holding every array with its
     shape, the names of this policy's parameters, and finite values: a NaN is caught here, before a step runs.
+    ``step``: the step that must have saved it (a file of another step is refused).
     """
     import zipfile
 
@@ -148,6 +150,11 @@ def load_state(path: Path) -> tuple[list[float], Adam]:
         raise StateFileError(f"{path}: t (Adam's update count) must be one whole number >= 0, got {t!r}")
     if lr.shape != () or lr.dtype.kind != "f" or not (math.isfinite(float(lr)) and float(lr) > 0):
         raise StateFileError(f"{path}: lr must be one finite number > 0, got {lr!r}")
+    if step is not None:
+        saved = arrays.get("step")
+        if saved is None or saved.shape != () or saved.dtype.kind not in "iu" or int(saved) != step:
+            raise StateFileError(f"{path} was saved by step {saved!r}, not by step {step} (a file copied from "
+                                 f"another step)")
     if (arrays["v"] < 0).any():
         raise StateFileError(f"{path}: v (Adam's second moment) holds a negative value")
     adam = Adam(lr=float(lr), t=int(t), m=arrays["m"].astype(float).tolist(), v=arrays["v"].astype(float).tolist())
@@ -156,5 +163,5 @@ def load_state(path: Path) -> tuple[list[float], Adam]:
 
 def restore(policy: LinearPolicy, learner: GrpoLearner, step_root: Path) -> None:
     """Continue ``learner`` (and the ``policy`` it trains) from a step's saved state (``--resume``)."""
-    theta, learner.adam = load_state(step_root / STATE_FILE)
+    theta, learner.adam = load_state(step_root / STATE_FILE, step=int(step_root.name.removeprefix("step-")))
     policy.set_theta(theta, updates=learner.adam.t)

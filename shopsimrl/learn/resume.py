@@ -42,9 +42,10 @@ from shopsimrl.rollout.journal import (
 from shopsimrl.rollout.outputs import RunPaths
 
 #: run.json fields not compared with the options of the resuming command: kept as they are (``steps`` apart),
-#: because they are the run's identity or derived from the catalog (``clusters``), or an address (``env``: a
-#: restarted env server may listen elsewhere; the catalog it serves is ``products`` / ``catalog_seed``).
-NOT_COMPARED = (*OUTSIDE_DIGEST, "clusters", "env")
+#: because they are the run's identity or derived from the catalog (``clusters``), a name (``name``: a run folder
+#: moved or renamed still resumes) or an address (``env``: a restarted env server may listen elsewhere; the
+#: catalog it serves is ``products`` / ``catalog_seed``).
+NOT_COMPARED = (*OUTSIDE_DIGEST, "clusters", "name", "env")
 
 
 class ResumeError(ValueError):
