@@ -58,16 +58,27 @@ def test_a_full_disk_is_reported_and_earlier_steps_stay_whole(server, rollouts, 
     run = Rollout(small_disk, "full", "--env", server.url, "--steps", "50", "--episode-concurrency", "32")
     rollouts.append(run)
     assert run.wait(timeout=120) == 1
-    assert "the disk is full" in run.stderr and "is incomplete" in run.stderr
+    assert "the disk is full" in run.stderr and "is incomplete (no complete.json)" in run.stderr
     assert "Traceback" not in run.stderr and "never retrieved" not in run.stderr
     steps = run.step_dirs()
-    assert steps and not (steps[-1] / "metrics.json").exists()
+    assert steps and not (steps[-1] / "complete.json").exists()
     assert not list(run.root.rglob("*.tmp"))
-    done = [s for s in steps if (s / "metrics.json").exists()]
+    done = [s for s in steps if (s / "complete.json").exists()]
+    assert done == steps[:-1]
     for step in done:  # every finished step is whole
         json.loads((step / "metrics.json").read_text())
         assert (step / "batch.jsonl").read_text().endswith("\n")
     wait_for(lambda: server.leased() == 0, 30, "every slot released")
+    # more room, and the run continues: the incomplete step runs again, no complete step is lost or run again
+    subprocess.run(["mount", "-o", "remount,size=16m", str(small_disk)], check=True)
+    before = {step.name: files_of(step) for step in done}
+    more = Rollout(small_disk, "full", "--env", server.url, "--steps", str(len(done) + 1), "--episode-concurrency",
+                   "32", "--resume")
+    rollouts.append(more)
+    assert more.wait(timeout=120) == 0, more.stderr
+    assert [row["step"] for row in read_jsonl(run.root / "metrics.jsonl")] == list(range(1, len(done) + 2))
+    assert {step.name: files_of(step) for step in done} == before
+    check_files_whole(run.root)
 
 
 def test_a_read_only_out_is_refused(tmp_path, rollouts, server):
@@ -137,11 +148,14 @@ def files_of(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-#: Each write of step 2 in turn, from its first end-of-step write to its marker: a SIGKILL just before it, then a
+#: Each write of step 2 in turn, from its first end-of-step write to its marker: a SIGKILL just before it, and a
 #: full disk at the two writes that end the step (its metrics.jsonl line, its marker).  Each crash hits a resumed
-#: run (the first, a fresh one), which starts at step 2: its first metrics.jsonl append is step 2's.
+#: run (the first, a fresh one), which starts at step 2.  A crash just before the marker leaves step 2's line in
+#: metrics.jsonl, which the next resume removes (a rewrite of metrics.jsonl): the last full disk hits that
+#: rewrite, so the resume itself is refused in one line (exit 2) and the folder stays resumable.
 CRASHES = [*(f"kill:step-2/{name}" for name in ("events.jsonl", "batch.jsonl", "state.json", "metrics.json")),
-           "kill:metrics.jsonl", "kill:step-2/complete.json", "enospc:metrics.jsonl", "enospc:step-2/complete.json"]
+           "kill:metrics.jsonl", "enospc:metrics.jsonl", "enospc:step-2/complete.json", "kill:step-2/complete.json",
+           "enospc:metrics.jsonl"]
 
 
 def test_a_step_cut_between_any_two_writes_is_run_again_on_resume_and_nothing_else(quiet_server, uninterrupted,
@@ -154,9 +168,13 @@ def test_a_step_cut_between_any_two_writes_is_run_again_on_resume_and_nothing_el
         code = run.wait(timeout=180)
         if crash.startswith("kill:"):
             assert code == -signal.SIGKILL, f"{crash}: {run.stderr}"
+        elif n == len(CRASHES) - 1:  # the resume's own rewrite of metrics.jsonl
+            assert code == 2 and "could not be continued (No space left on device" in run.stderr, run.stderr
         else:
             assert code == 1 and "the disk is full" in run.stderr and "incomplete (no complete.json)" in run.stderr
-            assert "Traceback" not in run.stderr and crash.split(":")[1] in run.stderr  # the message names the file
+        if not crash.startswith("kill:"):
+            assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+            assert crash.split(":")[1] in run.stderr  # the message names the file
         assert (root / "step-1" / "complete.json").exists() and not (root / "step-2" / "complete.json").exists()
         step_1 = step_1 or files_of(root / "step-1")
         assert files_of(root / "step-1") == step_1, crash  # the complete step was never run again
@@ -168,7 +186,7 @@ def test_a_step_cut_between_any_two_writes_is_run_again_on_resume_and_nothing_el
     assert untimed_rows(root) == untimed_rows(uninterrupted)
     for k in (1, 2):
         assert kept_episodes(root, k) == kept_episodes(uninterrupted, k)
-    assert [r["from_step"] for r in json.loads((root / "run.json").read_text())["resumed"]] == [2] * len(CRASHES)
+    assert [r["from_step"] for r in json.loads((root / "run.json").read_text())["resumed"]] == [2] * (len(CRASHES) - 1)
     check_files_whole(root)
 
 
