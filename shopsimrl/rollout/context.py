@@ -18,7 +18,7 @@ from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
-from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, WaveSizer
 
@@ -29,7 +29,7 @@ class RunContext:
 
     knobs: SamplingKnobs
     runner: EpisodeRunner
-    source: PromptSelector  # the prompt source: SeedOrder (the faithful order) or the informative PromptSelector
+    source: Picker  # the prompt source: SeedOrder (the faithful order), InformativeOrder or SpreadPicker
     guard: ConsecutiveFailureGuard
     slots: EpisodeSlots
     paths: RunPaths
