@@ -46,6 +46,7 @@ from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, fit_population, sigmoid, zero_spread_probability
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
@@ -84,7 +85,7 @@ _SCAN_LIMIT = 64
 STATE_VERSION = 4
 
 
-class NotEnoughPromptsError(ValueError):
+class NotEnoughPromptsError(Refusal, ValueError):
     """More prompts were asked for than are out of flight."""
 
 
