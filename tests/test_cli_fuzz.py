@@ -194,13 +194,17 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     async def forbidden_async(*_args: object, **_kwargs: object) -> None:
         forbidden()
 
+    from shopsimrl.commands import rollout_stages
     from shopsimrl.env import build, core, server
-    from shopsimrl.rollout import cli as rollout_cli
     from shopsimrl.simulate import compare
 
-    monkeypatch.setattr(rollout_cli, "_open_env", forbidden_async)
-    for module, name in ((build, "build_catalog"), (core, "load_env"), (server, "serve"), (compare, "compare")):
-        monkeypatch.setattr(module, name, forbidden)
+    monkeypatch.setattr(rollout_stages, "open_env", forbidden_async)
+    work = [getattr(module, name) for module, name in
+            ((build, "build_catalog"), (core, "load_env"), (server, "serve"), (compare, "compare"))]
+    for module in [m for name, m in sys.modules.items() if name.startswith("shopsimrl.")]:
+        for attribute, value in list(vars(module).items()):  # also where a command imported the function by name
+            if any(value is w for w in work):
+                monkeypatch.setattr(module, attribute, forbidden)
 
 
 @pytest.mark.parametrize(("command", "option", "value"), [c for c in CASES if isinstance(c[2], Late)],

@@ -1,14 +1,40 @@
-"""``shopsimrl env serve | build | play``."""
+"""``shopsimrl env serve | build | play | ray-serve``: the ShopSim environment on the command line.
+
+Each handler imports the env's modules it runs (sqlite, rich, the server) when it runs, so
+``shopsimrl --help`` stays fast; ``ray-serve``'s options and handler live with the Ray code
+(``env/cluster.py``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from shopsimrl.argtypes import MAX_PORT, cache_folder, in_file, int_range, number
-from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS, ProgressFn
+from shopsimrl.argtypes import MAX_PORT, cache_folder, cannot_write_in, in_file, int_range, number
+from shopsimrl.commands.dispatch import handled_by, refuse
+from shopsimrl.env.auth import (
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    bind_refusal,
+    is_loopback,
+    load_token,
+    token_file_is_private,
+)
+from shopsimrl.env.build import (
+    MAX_PRODUCTS,
+    MIN_PRODUCTS,
+    CatalogError,
+    ProgressFn,
+    build_catalog,
+    catalog_path,
+    verify_catalog,
+)
+from shopsimrl.env.cluster import register as register_ray_serve
+from shopsimrl.env.core import load_env
 from shopsimrl.env.defaults import (
     DEFAULT_ACTION_LIMIT,
     DEFAULT_HOST,
@@ -20,6 +46,8 @@ from shopsimrl.env.defaults import (
     KEEP_ALIVE,
     MAX_SLOTS,
 )
+from shopsimrl.env.store import CatalogStore
+from shopsimrl.errors import UsageError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
@@ -61,14 +89,12 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--insecure", action="store_true",
                        help="serve beyond loopback without a token (anyone on the network can drive episodes)")
     _catalog_args(serve)
-    serve.set_defaults(handler=_catalog_refusals("serve", _serve))
+    handled_by(serve, _serve)
 
     build = sub.add_parser("build", help="build (or find) the catalog database")
     _catalog_args(build)
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
-    build.set_defaults(handler=_catalog_refusals("build", _build))
-
-    from shopsimrl.env.cluster import register as register_ray_serve
+    handled_by(build, _build)
 
     register_ray_serve(sub, _catalog_args)
 
@@ -76,22 +102,18 @@ def register(subparsers: Any) -> None:
     play.add_argument("--task", default=None, help="task id (default: a random task of --split)")
     play.add_argument("--split", default="train", choices=("train", "val", "test"))
     _catalog_args(play)
-    play.set_defaults(handler=_catalog_refusals("play", _play))
+    handled_by(play, _play)  # a catalog that cannot be built or opened is a CatalogError: a refusal
 
 
-def _catalog_refusals(command: str, handler: Any) -> Any:
-    """``handler``, with a catalog that cannot be built or opened (a full disk, a damaged file) as one line, exit 2."""
-
-    def run(args: argparse.Namespace) -> int:
-        from shopsimrl.env.build import CatalogError
-
-        try:
-            return int(handler(args))
-        except CatalogError as exc:
-            print(f"shopsimrl env {command}: refused: {exc}", file=sys.stderr, flush=True)
-            return 2
-
-    return run
+def check_cache(products: int, seed: int, cache_dir: Path | None, tasks: int | None = None) -> None:
+    """A catalog that is not built yet needs a cache folder it can be written in: refused before any work."""
+    path = catalog_path(products, seed, cache_dir, tasks=tasks)
+    if path.exists():
+        return  # a read-only cache that holds the catalog is fine
+    reason = cannot_write_in(path.parent)
+    if reason is not None:
+        raise UsageError(f"the catalog is not in {path.parent} yet and it cannot be built there ({reason}): "
+                         f"choose another --cache-dir")
 
 
 def _with_progress(fn: Any, products: int) -> Any:
@@ -114,13 +136,14 @@ def _with_progress(fn: Any, products: int) -> Any:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from shopsimrl.env.build import CatalogError, build_catalog, catalog_path, verify_catalog
-    from shopsimrl.env.store import CatalogStore
+    from rich.console import Console  # rich loads only when a command prints with it: --help stays fast
 
     console = Console(highlight=False, soft_wrap=True)
     target = catalog_path(args.products, args.seed, args.cache_dir, tasks=args.tasks)
+    if args.force or not target.exists():
+        reason = cannot_write_in(target.parent)
+        if reason is not None:
+            raise UsageError(f"cannot build the catalog in {target.parent} ({reason}): choose another --cache-dir")
     cached = target.exists() and not args.force
     if cached:
         try:
@@ -141,24 +164,17 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace, **env_kwargs: Any) -> Any:
-    from shopsimrl.env.core import load_env
-
+    check_cache(args.products, args.seed, args.cache_dir, args.tasks)
     return _with_progress(lambda cb: load_env(args.products, args.seed, args.cache_dir, tasks=args.tasks,
                                               progress=cb, **env_kwargs), args.products)
 
 
 def _refuse(message: str) -> int:
-    print(f"shopsimrl env serve: refused: {message}", file=sys.stderr, flush=True)
-    return 2
+    return refuse("shopsimrl env serve", message)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from shopsimrl.env.auth import TokenError, bind_refusal, is_loopback, load_token, token_file_is_private
-
-    try:
-        token = load_token(args.token_file)
-    except TokenError as exc:
-        return _refuse(str(exc))
+    token = load_token(args.token_file)  # TokenError: a refusal
     refusal = bind_refusal(args.host, token, args.insecure)
     if refusal is not None:
         return _refuse(refusal)
@@ -173,13 +189,13 @@ def _serve(args: argparse.Namespace) -> int:
               f"(chmod 600 it)", file=sys.stderr, flush=True)
     if not args.lease_ttl > 0 or args.keep_alive < 1:
         return _refuse(f"--lease-ttl must be > 0 and --keep-alive >= 1, got {args.lease_ttl:g} and {args.keep_alive}")
+    check_cache(args.products, args.seed, args.cache_dir, args.tasks)  # before the port is taken
     if args.processes > 1:
         return _serve_processes(args, token)
     if args.insecure and token is None and not is_loopback(args.host):  # each process warns for its port
         print(f"shopsimrl env serve: WARNING: --insecure: serving on {args.host} without a token; anyone who "
               f"can reach port {args.port} can reset, step and release episodes", file=sys.stderr, flush=True)
-    import os
-
+    # the server's modules (uvicorn, starlette, httpx: about 1.5 s) load only to serve
     from shopsimrl.env.processes import INSTANCE_ENV
     from shopsimrl.env.server import bind_socket, serve
 
@@ -209,10 +225,6 @@ def _serve(args: argparse.Namespace) -> int:
 def _token_file_used(token_file: str | None) -> str | None:
     """The file the token is read from: ``--token-file``, else ``$SHOPSIM_ENV_TOKEN_FILE`` when
     ``$SHOPSIM_ENV_TOKEN`` is not set (the order of :func:`~shopsimrl.env.auth.load_token`)."""
-    import os
-
-    from shopsimrl.env.auth import TOKEN_ENV, TOKEN_FILE_ENV
-
     if token_file:
         return token_file
     if os.environ.get(TOKEN_ENV, "").strip():
@@ -222,8 +234,7 @@ def _token_file_used(token_file: str | None) -> str | None:
 
 def _serve_processes(args: argparse.Namespace, token: str | None) -> int:
     """Build (or find) the catalog once, then supervise one child server per process."""
-    from shopsimrl.env.build import build_catalog
-    from shopsimrl.env.processes import supervise
+    from shopsimrl.env.processes import supervise  # loads httpx: only to supervise servers
 
     _with_progress(lambda cb: build_catalog(args.products, args.seed, args.cache_dir, tasks=args.tasks,
                                             progress=cb), args.products)
@@ -240,7 +251,7 @@ def _serve_processes(args: argparse.Namespace, token: str | None) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from shopsimrl.env.play import play
+    from shopsimrl.env.play import play  # loads rich: only to play
 
     env = _load(args, slots=1)
     try:
