@@ -50,6 +50,8 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
         token = file.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise TokenError(f"cannot read the token file {file}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise TokenError(f"the token file {file} is not text; {TOKEN_HINT}") from None
     return _checked(token, f"the token file {file}")
 
 
