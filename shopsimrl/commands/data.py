@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 from shopsimrl.argtypes import cache_folder, in_file, int_range, out_file, server_url
+from shopsimrl.commands.catalog import check_cache
 from shopsimrl.commands.dispatch import handled_by
-from shopsimrl.commands.env import check_cache
 from shopsimrl.env import InProcessEnvClient, load_env
 from shopsimrl.env.auth import load_token
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS

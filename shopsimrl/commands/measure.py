@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from shopsimrl.argtypes import cache_folder, int_range
+from shopsimrl.commands.catalog import check_cache
 from shopsimrl.commands.dispatch import handled_by
-from shopsimrl.commands.env import check_cache
 from shopsimrl.commands.limits import MAX_SIBLINGS, MAX_TASKS, WHY_SIBLINGS
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
