@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import Refusal
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
@@ -74,7 +76,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
                 yield json.loads(line)
 
 
-class LockFileError(OSError):
+class LockFileError(Refusal, OSError):
     """A lock file that is not a plain file of its own (a symlink, a hard link, a FIFO...): never used."""
 
 

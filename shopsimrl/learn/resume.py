@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.io import atomic_write_jsonl, read_jsonl
 from shopsimrl.rollout.outputs import RunPaths
 from shopsimrl.sampling.modes import Strategy
@@ -32,7 +33,7 @@ SAME_RUN_FIELDS = ("seed", "knobs", "selection", "waves", "policy", "products", 
                    "learner", "eval_every", "train_tasks")
 
 
-class ResumeError(ValueError):
+class ResumeError(Refusal, ValueError):
     """The run cannot be continued as asked; the message says why."""
 
 

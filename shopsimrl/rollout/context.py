@@ -58,7 +58,7 @@ class RunContext:
     def wave_sizer(self) -> WaveSizer:
         """A fresh sizer for each step: slime's whole waves, or adaptive refills (opt-in)."""
         knobs, n = self.knobs, self.knobs.n_samples_per_prompt
-        if WaveMode.parse(self.waves) is WaveMode.ADAPTIVE:
+        if self.waves is WaveMode.ADAPTIVE:
             return AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size,
                                                  self.cushion), n)
         return FixedWaves(n)
