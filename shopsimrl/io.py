@@ -293,7 +293,7 @@ def open_lock_file(path: str | os.PathLike[str]) -> int:
         fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
     except OSError:
         if target.is_symlink():
-            raise LockFileError(f"the lock file {target} is a symbolic link (to {os.readlink(target)}); "
+            raise LockFileError(f"the lock file {printable(target)} is a symbolic link (to {printable(os.readlink(target))}); "
                                 f"lock files are never followed: remove it and try again") from None
         raise
     info = os.fstat(fd)
@@ -304,7 +304,7 @@ def open_lock_file(path: str | os.PathLike[str]) -> int:
         problem = f"is a hard link ({info.st_nlink} names for one file)"
     if problem is not None:
         os.close(fd)
-        raise LockFileError(f"the lock file {target} {problem}; lock files must be plain files of their own: "
+        raise LockFileError(f"the lock file {printable(target)} {problem}; lock files must be plain files of their own: "
                             f"remove it and try again")
     os.set_blocking(fd, True)
     return fd
