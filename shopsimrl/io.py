@@ -107,7 +107,7 @@ def _named(path: str | os.PathLike[str], what: str) -> str:
 
 
 def _a(kind: str) -> str:
-    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+    return kind if kind == "null" else f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
 def _size(count: int) -> str:
@@ -213,7 +213,7 @@ def read_json_object(path: str | os.PathLike[str], limit: int, what: str) -> dic
 
 
 def read_jsonl_objects(path: str | os.PathLike[str], limit: int, what: str, *,
-                       line_limit: int = 1 << 20) -> list[tuple[int, dict[str, Any]]]:
+                       line_limit: int = 1 << 20) -> list[tuple[int, dict[str, Any]]]:  # characters
     """``(line number, record)`` of every complete line of a JSONL file, each a JSON object; a torn last line
     (no newline) is skipped as :func:`read_jsonl` does, blank lines too; anything else is refused."""
     text = read_bounded_text(path, limit, what)
@@ -224,7 +224,7 @@ def read_jsonl_objects(path: str | os.PathLike[str], limit: int, what: str, *,
             continue
         where = f"{_named(path, what)} line {number}"
         if len(line) > line_limit:
-            raise BadFileError(f"{where} is {_size(len(line))} long, more than the {_size(line_limit)} a line may be")
+            raise BadFileError(f"{where} is {len(line):,} characters long, more than the {line_limit:,} a line may be")
         found = parse_json_text(line, where)
         if not isinstance(found, dict):
             raise BadFileError(f"{where} holds {_a(json_type(found))} in JSON, not an object")
