@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.io import atomic_write_json, atomic_write_jsonl
 from shopsimrl.rollout.journal import (
     MARKER,
@@ -48,7 +49,7 @@ from shopsimrl.rollout.outputs import RunPaths
 NOT_COMPARED = (*OUTSIDE_DIGEST, "clusters", "name", "env")
 
 
-class ResumeError(ValueError):
+class ResumeError(Refusal, ValueError):
     """The run cannot be continued as asked; the message says why (one line)."""
 
 

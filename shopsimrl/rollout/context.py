@@ -19,7 +19,7 @@ from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
-from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, WaveSizer
 
@@ -30,7 +30,7 @@ class RunContext:
 
     knobs: SamplingKnobs
     runner: EpisodeRunner
-    source: PromptSelector  # the prompt source: SeedOrder (the faithful order) or the informative PromptSelector
+    source: Picker  # the prompt source: SeedOrder (the faithful order), InformativeOrder or SpreadPicker
     guard: ConsecutiveFailureGuard
     slots: EpisodeSlots
     paths: RunPaths
@@ -64,7 +64,7 @@ class RunContext:
     def wave_sizer(self) -> WaveSizer:
         """A fresh sizer for each step: slime's whole waves, or adaptive refills (opt-in)."""
         knobs, n = self.knobs, self.knobs.n_samples_per_prompt
-        if WaveMode.parse(self.waves) is WaveMode.ADAPTIVE:
+        if self.waves is WaveMode.ADAPTIVE:
             return AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size,
                                                  self.cushion), n)
         return FixedWaves(n)

@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.io import LockFileError, append_jsonl, atomic_write_json, atomic_write_jsonl, open_lock_file
 from shopsimrl.rollout.group import GroupRun, triage_record
 from shopsimrl.rollout.journal import MARKER, STATE, RunJournal, check_finite_metrics
 from shopsimrl.sampling import grpo_advantages, split_into_updates
 
 
-class RunDirError(ValueError):
+class RunDirError(Refusal, ValueError):
     """The run folder cannot be used (foreign, finished, in use, bad name): the message says what to change."""
 
 

@@ -28,9 +28,9 @@ from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Strategy, WaveMode
+from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Siblings, Strategy, WaveMode
 from shopsimrl.sampling.source import PromptSource, prompt_source
-from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, Siblings, StagedSiblings
+from shopsimrl.sampling.staged import StagedSiblings
 
 
 def default_run_name() -> str:
@@ -60,12 +60,12 @@ class RolloutConfig:
         return StagedSiblings.of(self.knobs.n_samples_per_prompt, self.stage_size)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "siblings", Siblings.parse(self.siblings))
+        for name, kind in (("selection", Strategy), ("waves", WaveMode), ("siblings", Siblings)):
+            if not isinstance(getattr(self, name), kind):  # parsed once, where it was read (a string here is a bug)
+                raise TypeError(f"RolloutConfig.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
         if self.stage_size is not None and self.siblings is not Siblings.STAGED:
             raise ValueError(f"a stage size ({self.stage_size}) is for staged siblings (--siblings staged)")
         self.staging  # noqa: B018  (validates the stage size)
-        object.__setattr__(self, "selection", Strategy.parse(self.selection))  # "seed" given as a string, too
-        object.__setattr__(self, "waves", WaveMode.parse(self.waves))
         if not math.isfinite(self.cushion):
             raise ValueError(f"cushion (--cushion) must be a finite number of groups, got {self.cushion}")
         if self.steps < 1:

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.io import append_jsonl, read_jsonl
 from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.policy import LinearPolicy
-from shopsimrl.rollout import cli
 
 BASE = ["--products", "2000", "--view", "plain", "--no-timeline"]
 
