@@ -65,12 +65,13 @@ class ToyLearner:
         self.policy.set_theta(theta, updates=self.adam.t)
 
 
-def config(out: Path, name: str, steps: int, selection: str = "seed", waves: str = "fixed") -> RolloutConfig:
+def config(out: Path, name: str, steps: int, selection: Strategy = Strategy.SEED,
+           waves: WaveMode = WaveMode.FIXED) -> RolloutConfig:
     return RolloutConfig(knobs=KNOBS, steps=steps, seed=5, out=out, name=name, episode_concurrency=1,
                          selection=selection, waves=waves)
 
 
-def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: str) -> Path:
+def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: Strategy | WaveMode) -> Path:
     """A run of ``steps`` steps (``resuming``: continue the folder as ``--resume`` does)."""
     cfg = config(out, name, steps, **modes)
     clusters = None if cfg.selection is Strategy.SEED and cfg.waves is WaveMode.FIXED else CLUSTERS

@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.env.build import build_catalog
 from shopsimrl.io import read_jsonl
 from shopsimrl.learn import resume
 from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.learner import GrpoLearner, StateFileError, load_state, restore
 from shopsimrl.learn.policy import LinearPolicy
-from shopsimrl.rollout import cli
 from shopsimrl.rollout.journal import MARKER, step_contents
 from shopsimrl.rollout.outputs import prepare_run_dir
 
@@ -93,6 +93,13 @@ def rewrite_lines(relative: str, keep: Callable[[dict], bool], change: Callable[
 
 def without(key: str) -> Callable[[dict], dict]:
     return lambda d: {k: v for k, v in d.items() if k != key}
+
+
+def swap_first_prompt(saved: dict) -> dict:
+    """The saved prompt source with its first prompt id renamed, wherever the source keeps its ids."""
+    text = json.dumps(saved)
+    first = json.loads((text.split('"prompt_ids": ', 1)[1]).split("]", 1)[0] + "]")[0]
+    return json.loads(text.replace(json.dumps(first), json.dumps(first + "-other")))
 
 
 def npz(**changes: object) -> Callable[[Path], None]:
@@ -205,12 +212,14 @@ REFUSED: list[tuple[str, Callable[[Path], None], str, bool]] = [
      "is not valid JSON", True),
     ("state.json of another strategy resealed", edit_json("step-3/state.json", lambda s: {
         **s, "prompt_source": {**s["prompt_source"], "strategy": "informative"}}), "its prompt source is", True),
-    ("state.json without prompt ids resealed", edit_json("step-3/state.json", lambda s: {
-        **s, "prompt_source": without("prompt_ids")(s["prompt_source"])}), "other train tasks", True),
+    ("state.json of other prompts resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": swap_first_prompt(s["prompt_source"])}), "other train tasks", True),
     ("state.json with a negative streak resealed", edit_json("step-3/state.json", lambda s: {
         **s, "guard": {"count": -1, "recent": []}}), "a failure streak is a count", True),
-    ("state.json without its selector model resealed", edit_json("step-3/state.json", lambda s: {
-        **s, "prompt_source": without("model")(s["prompt_source"])}), "state.json: 'model'", True),
+    ("state.json without its prompt source's evidence resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": without("evidence")(s["prompt_source"])}), "other train tasks", True),
+    ("state.json of another version resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": {**s["prompt_source"], "version": 999}}), "version 999", True),
     # metrics.json and the markers
     ("metrics.json edited", edit_json("step-2/metrics.json", lambda m: {**m, "train/loss": 0.0}),
      "metrics.json differs", False),
@@ -300,7 +309,8 @@ def prepare(root: Path, record: dict, tasks: list[str]) -> object:
 def damaged(base, tmp_path) -> tuple[Path, dict, list[str]]:
     """A copy of the base run to damage, its run.json record and its train tasks (as the env lists them)."""
     record = json.loads((base / "run.json").read_text())
-    tasks = json.loads((base / "step-1" / "state.json").read_text())["prompt_source"]["prompt_ids"]
+    saved = json.loads((base / "step-1" / "state.json").read_text())["prompt_source"]
+    tasks = saved.get("prompt_ids") or saved["evidence"]["prompt_ids"]
     root = tmp_path / "run"
     shutil.copytree(base, root, symlinks=True)
     return root, record, tasks
