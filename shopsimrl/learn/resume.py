@@ -69,14 +69,6 @@ def step_number(name: str) -> int | None:
     return int(digits)
 
 
-def completed_steps(root: Path) -> int:
-    """The last step k such that steps 1..k all hold a completion marker (0: none); nothing is checked."""
-    k = 0
-    while (root / f"step-{k + 1}" / MARKER).exists():
-        k += 1
-    return k
-
-
 def read_run_record(root: Path) -> dict[str, Any]:
     """``run.json``, refused unless it is a run's record this version can continue."""
     path = root / "run.json"
