@@ -8,6 +8,7 @@ from pathlib import Path
 from shopsimrl.argtypes import existing_folder, out_file
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.errors import UsageError
+from shopsimrl.io import printable
 
 EXIT_OK = 0
 
@@ -30,7 +31,6 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from shopsimrl.io import printable
     from shopsimrl.learn.compare import draw, read_run, table_rows
 
     try:
@@ -54,9 +54,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _cell(column: str, value: object) -> str:
+    # rich loads only when the command runs (as in handle): --help stays fast
     from rich.markup import escape
-
-    from shopsimrl.io import printable
 
     if value is None:
         return "-"
