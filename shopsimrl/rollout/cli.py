@@ -129,10 +129,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                      help="live view on a terminal, plain log lines otherwise")
     sel = p.add_argument_group("prompt selection", "which prompts to start and how many (docs/efficient-sampling.md)")
-    sel.add_argument("--selection", type=Strategy, choices=list(Strategy), metavar="{" + ",".join(STRATEGIES) + "}",
-                     default=DEFAULT_STRATEGY,
-                     help="seed: the faithful shuffled-epoch order; informative: skip prompts predicted to give "
-                     "zero reward spread (re-checked, never lost)")
+    sel.add_argument("--selection", type=Strategy.argument, choices=list(Strategy),
+                     metavar="{" + ",".join(STRATEGIES) + "}", default=DEFAULT_STRATEGY,
+                     help="seed: the faithful shuffled-epoch order; informative: the same order, skipping prompts "
+                     "on a run of zero-spread groups (at most once per epoch pass, re-tried at a floor); spread: the "
+                     "prompts predicted nearest 50%% pass rate (concentrates; measured to train a worse policy)")
     sel.add_argument("--waves", type=WaveMode, choices=list(WaveMode), metavar="{" + ",".join(WAVE_MODES) + "}",
                      default=DEFAULT_WAVE_MODE,
                      help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
@@ -515,6 +516,10 @@ async def _run_steps(args: argparse.Namespace, config: RolloutConfig, runner: An
                     f"earlier steps are whole. Free space (or fix the folder) and run again.")
             return EXIT_FAILED
         view.summary(result.rows)
+    from shopsimrl.rollout.report import concentration_summary
+
+    if concentrated := concentration_summary(result.rows):  # one prompt trained far more than the seed order could
+        console.print(concentrated, markup=False, highlight=False)
     console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
     return EXIT_OK
 

@@ -46,6 +46,16 @@ class Strategy(_Choice):
     INFORMATIVE = "informative"  # the seed order, skipping prompts on a run of zero-spread groups (at most once a pass)
     SPREAD = "spread"  # the prompts predicted nearest 50% pass rate: concentrates, trains a worse policy
 
+    @classmethod
+    def argument(cls, value: str) -> Strategy:
+        """argparse's ``type=``: an unknown name is refused with the list of names (argparse exits 2)."""
+        import argparse
+
+        try:
+            return cls(cls.parse(value))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
 
 class WaveMode(_Choice):
     """How many groups a step starts."""

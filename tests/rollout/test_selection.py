@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 
 import pytest
 from rollout.fakes import jittered, load_events, read_json
@@ -12,6 +13,12 @@ from shopsimrl.agent.heuristic import LEARNING_DECAY, HeuristicPolicy
 from shopsimrl.rollout import RolloutConfig, cli, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner
 from shopsimrl.sampling import SamplingKnobs
+from shopsimrl.sampling.concentration import (
+    DISTINCT_PROMPTS_EPOCH,
+    MAX_TRAININGS_PER_PROMPT,
+    SEED_ORDER_BOUND,
+    TOP10_SHARE,
+)
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_sampling_batch_size=8,
@@ -69,6 +76,24 @@ def test_the_timeline_picture_is_written_per_step(tmp_path):
 def test_the_faithful_default_writes_no_selector_metrics(tmp_path):
     result = run(tmp_path, selection="seed", waves="fixed", steps=1)
     assert not any(k.startswith(SELECTOR_PREFIX) for k in result.reports[0].metrics)
+
+
+@pytest.mark.parametrize("selection", ["seed", "informative", "spread"])
+def test_every_run_logs_its_concentration_counted_from_the_trained_groups(tmp_path, selection):
+    """metrics.jsonl carries the three figures each step, for the faithful order too, counted from batch.jsonl."""
+    result = run(tmp_path, selection=selection, waves="fixed", steps=6)
+    lines = [json.loads(line) for line in (result.paths.root / "metrics.jsonl").read_text().splitlines()]
+    counts: Counter[str] = Counter()
+    for k, line in enumerate(lines, start=1):
+        batch = [json.loads(row) for row in (result.paths.step(k).root / "batch.jsonl").read_text().splitlines()]
+        counts.update({row["task_id"] for row in batch})  # one group per trained task
+        assert line[MAX_TRAININGS_PER_PROMPT] == max(counts.values())
+        top = sorted(counts.values(), reverse=True)[:10]
+        assert line[TOP10_SHARE] == pytest.approx(sum(top) / sum(counts.values()))
+        assert 0 < line[DISTINCT_PROMPTS_EPOCH] <= 60 and line[SEED_ORDER_BOUND] >= 1
+    if selection == "seed":  # 8 prompts per step of 60: the first pass lasts 7 steps, nothing trained twice
+        assert lines[-1][DISTINCT_PROMPTS_EPOCH] == 6 * KNOBS.rollout_batch_size
+        assert lines[-1][MAX_TRAININGS_PER_PROMPT] == 1
 
 
 def test_heuristic_learning_mode_sharpens_only_trained_tasks():
