@@ -33,7 +33,7 @@ def run(tmp_path, *, selection, waves, steps=4, learner=None, timeline=False):
 
 
 @pytest.mark.parametrize(("selection", "waves"), [("informative", "fixed"), ("informative", "adaptive"),
-                                                  ("seed", "adaptive")])
+                                                  ("spread", "adaptive"), ("seed", "adaptive")])
 def test_every_step_keeps_the_target_and_never_starts_a_task_twice(tmp_path, selection, waves):
     trained: list[list[str]] = []
     result = run(tmp_path, selection=selection, waves=waves, learner=trained.append)
@@ -50,8 +50,10 @@ def test_every_step_keeps_the_target_and_never_starts_a_task_twice(tmp_path, sel
             assert len(report.groups) % KNOBS.over_sampling_batch_size == 0
     config = read_json(result.paths.config)
     assert (config["selection"], config["waves"]) == (selection, waves)
-    if selection == "informative":  # every pick is paid for under adaptive waves: exploration is paced slower
+    if selection == "spread":  # every pick is paid for under adaptive waves: exploration is paced slower
         assert config["explore_horizon_epochs"] == (8.0 if waves == "adaptive" else 2.0)
+    else:  # the seed's order has no exploration to pace
+        assert "explore_horizon_epochs" not in config
 
 
 def test_adaptive_waves_submit_in_small_refills_within_one_wave_unless_remaining_runs_short(tmp_path):
