@@ -19,7 +19,7 @@ zero-spread group that is dropped costs ``n`` episodes.  With staging a group st
 The chance that the rest breaks the agreement (:func:`rest_spread_chance`) is the
 selector's prediction (a Gaussian over the prompt's pass-rate logit, see
 :mod:`~shopsimrl.sampling.estimate`; for a never-seen prompt, the population that recent
-first tries show, ``PromptSelector.predicted_logit``) conditioned on the ``K`` outcomes seen: for a known
+first tries show, ``Evidence.logit``) conditioned on the ``K`` outcomes seen: for a known
 pass rate ``p`` and ``K`` successes it is ``1 − p^(n−K)``; the posterior weighs each ``p``
 by ``p^K`` (``(1−p)^K`` after ``K`` failures).  A prompt predicted to spread often
 (``q >= skip_q``) can be started whole: staging it costs a second round of latency for

@@ -62,6 +62,7 @@ class SlimeHookState:
     guard: ConsecutiveFailureGuard | None = None
     completed_groups: list[GroupOutcome] | None = None  # set by the all-samples hook, taken by the log hook
     selector_metrics: dict[str, float] | None = None  # from the selector data source, taken by the log hook
+    selector_source: Any = None  # the selector data source, told the trained prompts by the log hook (concentration)
     tokenizers: dict[str, Any] = field(default_factory=dict)  # hf_checkpoint -> tokenizer
     filter_output_cls: type | None = None
     env_client_factory: EnvClientFactory | None = None  # None: HttpEnvClient(args.shopsim_env_url)
