@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from shopsimrl.errors import Refusal
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
@@ -39,6 +41,9 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(exc, target) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -59,14 +64,16 @@ def atomic_write_jsonl(path: str | os.PathLike[str], records: Iterable[Any]) -> 
 
 
 def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
-    """Append one JSON record as a single ``write`` on an ``O_APPEND`` descriptor."""
+    """Append one JSON record as a single ``write`` on an ``O_APPEND`` descriptor (see :func:`_append_whole`)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
-        os.fsync(fd)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _naming(exc, target) from None
+    try:
+        _append_whole(fd, line, target)
     finally:
         os.close(fd)
 
@@ -89,7 +96,7 @@ _MAX_NUMBER = 2.0**53  # a larger integer would lose digits as a float (and 10**
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))}
 
 
-class BadFileError(ValueError):
+class BadFileError(Refusal, ValueError):
     """A file that is not what its reader expects (not a regular file, too big, not UTF-8, not JSON of the
     expected shape); the message is one line naming the file and what is wrong."""
 
@@ -277,7 +284,7 @@ def json_text(record: dict[str, Any], key: str, where: str, *, limit: int = 200)
     return value
 
 
-class LockFileError(OSError):
+class LockFileError(Refusal, OSError):
     """A lock file that is not a plain file of its own (a symlink, a hard link, a FIFO...): never used."""
 
 
@@ -308,3 +315,36 @@ def open_lock_file(path: str | os.PathLike[str]) -> int:
                             f"remove it and try again")
     os.set_blocking(fd, True)
     return fd
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` with the file it concerns: a write's ``ENOSPC`` carries no file name of its own."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    named = OSError(exc.errno, exc.strerror or str(exc), str(path))  # the errno's own subclass
+    named.__traceback__ = exc.__traceback__
+    return named
+
+
+def _append_whole(fd: int, data: bytes, path: Path) -> None:
+    """Append ``data`` whole or not at all: a short write (a disk that fills up mid-line) is continued, and when
+    the rest cannot be written the file is cut back to where the line began, so no torn line is left.  An
+    error names ``path``."""
+    import errno  # here, not at the top: this file's imports are shared with other readers' helpers
+
+    start = os.fstat(fd).st_size  # O_APPEND: the line starts at the end (one writer: the run holds the lock)
+    done = 0
+    try:
+        while done < len(data):
+            written = os.write(fd, data[done:])
+            if written <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # nothing more fits
+            done += written
+        os.fsync(fd)
+    except OSError as exc:
+        if done:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass  # the torn tail stays; readers skip a last line without its newline
+        raise _naming(exc, path) from None

@@ -38,6 +38,7 @@ from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
 from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
+from shopsimrl.errors import Refusal
 from shopsimrl.io import BadFileError, LockFileError, open_lock_file, open_regular_file, printable, read_bounded_text
 
 SCHEMA_VERSION = 1
@@ -50,7 +51,7 @@ _CHUNK = 5_000
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
 
 
-class CatalogError(ValueError):
+class CatalogError(Refusal, ValueError):
     """A catalog that cannot be used or built (damaged, no checksum, a full disk); the message says what to do."""
 
 

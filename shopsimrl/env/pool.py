@@ -58,6 +58,7 @@ from shopsimrl.env.types import (
     StepResult,
     Task,
 )
+from shopsimrl.errors import Refusal
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ _UNKNOWN_LEASE = "unknown or released lease id (not issued through this env pool
 ClientFactory = Callable[[str], Any]
 
 
-class FingerprintMismatchError(EnvError):
+class FingerprintMismatchError(Refusal, EnvError):
     """Two env servers serve different catalogs, task sets or action limits."""
 
     code = "fingerprint_mismatch"
