@@ -190,8 +190,8 @@ async def _run_steps(args: Any, config: RolloutConfig, runner: Any, task_ids: li
             step = _last_step_events(paths.root)
             what = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "an output could not be written"
             _stderr(f"shopsimrl rollout: stopped: {what} ({exc.strerror or exc}: {exc.filename or '?'}); "
-                    f"the step in {step.parent if step else paths.root} is incomplete (no metrics.json), "
-                    f"earlier steps are whole. Free space (or fix the folder) and run again.")
+                    f"the step in {step.parent if step else paths.root} is incomplete (no complete.json), "
+                    f"earlier steps are whole. Free space (or fix the folder) and continue it with --resume.")
             return EXIT_FAILED
         view.summary(result.rows)
     console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)

@@ -1,8 +1,11 @@
 """The choices a run makes about sampling, as enums, each with its default (defined here, once).
 
 - :class:`Strategy`: which prompts start.  ``seed`` is the faithful data order (the prompt set shuffled
-  once per epoch with the seed, :class:`~shopsimrl.sampling.order.SeedOrder`); ``informative`` skips
-  prompts predicted to give zero reward spread (:class:`~shopsimrl.sampling.selector.PromptSelector`).
+  once per epoch with the seed, :class:`~shopsimrl.sampling.order.SeedOrder`); ``informative`` walks the
+  same order and skips prompts whose recent groups had no reward spread, never handing a prompt out more
+  than once per epoch pass (:class:`~shopsimrl.sampling.informative.InformativeOrder`); ``spread`` is the
+  former informative rule, the prompts predicted nearest 50% (:class:`~shopsimrl.sampling.spread.SpreadPicker`),
+  measured to train a worse policy (docs/efficient-sampling.md).
 - :class:`WaveMode`: how many groups start.  ``fixed`` is slime's whole waves of
   ``over_sampling_batch_size``; ``adaptive`` keeps the predicted number in flight
   (:class:`~shopsimrl.sampling.adaptive.AdaptiveWaves`).
@@ -45,7 +48,8 @@ class Strategy(_Choice):
     """Which prompts a step starts."""
 
     SEED = "seed"  # the faithful shuffled-epoch order
-    INFORMATIVE = "informative"  # skip prompts predicted to give zero spread (re-checked, never lost)
+    INFORMATIVE = "informative"  # the seed order, skipping prompts on a run of zero-spread groups (at most once a pass)
+    SPREAD = "spread"  # the prompts predicted nearest 50% pass rate: concentrates, trains a worse policy
 
 
 class WaveMode(_Choice):

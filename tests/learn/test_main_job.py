@@ -89,7 +89,6 @@ def test_the_old_learning_flag_still_works_and_says_what_replaces_it(tmp_path, c
     (["--learner", "grpo", "--eval-every", "0"], "argument --eval-every: must be a whole number >= 1"),
     (["--learner", "grpo", "--resume"], "--resume needs the --name"),
     (["--learner", "grpo", "--temperature", "0.5"], "--temperature"),
-    (["--learner", "grpo", "--name", "x", "--resume", "--selection", "informative"], "--resume: the informative"),
     (["--learner", "heuristic", "--name", "x", "--resume"], "--resume: the heuristic learner"),
 ])
 def test_refused_learner_options(tmp_path, capsys, no_work, argv, message):
