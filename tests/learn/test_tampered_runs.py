@@ -24,7 +24,7 @@ from shopsimrl.learn import resume
 from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.learner import GrpoLearner, StateFileError, load_state, restore
 from shopsimrl.learn.policy import LinearPolicy
-from shopsimrl.rollout import cli
+from shopsimrl.commands import rollout as cli
 from shopsimrl.rollout.journal import MARKER, step_contents
 from shopsimrl.rollout.outputs import prepare_run_dir
 
