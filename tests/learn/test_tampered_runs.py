@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.env.build import build_catalog
 from shopsimrl.io import read_jsonl
 from shopsimrl.learn import resume
 from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.learner import GrpoLearner, StateFileError, load_state, restore
 from shopsimrl.learn.policy import LinearPolicy
-from shopsimrl.commands import rollout as cli
 from shopsimrl.rollout.journal import MARKER, step_contents
 from shopsimrl.rollout.outputs import prepare_run_dir
 
