@@ -67,7 +67,7 @@ class ToyLearner:
 
 def config(out: Path, name: str, steps: int, selection: str = "seed", waves: str = "fixed") -> RolloutConfig:
     return RolloutConfig(knobs=KNOBS, steps=steps, seed=5, out=out, name=name, episode_concurrency=1,
-                         selection=selection, waves=waves)
+                         selection=Strategy(selection), waves=WaveMode(waves))
 
 
 def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: str) -> Path:
