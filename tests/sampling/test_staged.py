@@ -18,11 +18,11 @@ from shopsimrl.sampling import (
     Verdict,
 )
 from shopsimrl.sampling.adaptive import AdaptiveWaves
+from shopsimrl.sampling.modes import Siblings
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import (
     DEFAULT_STAGE_THRESHOLD,
     Next,
-    Siblings,
     StagedSiblings,
     after_first_stage,
     default_stage_size,
