@@ -48,9 +48,9 @@ from shopsimrl.sampling.modes import (
     DEFAULT_WAVE_MODE,
     STRATEGIES,
     WAVE_MODES,
+    Choice,
     Strategy,
     WaveMode,
-    _Choice,
     is_faithful,
 )
 from shopsimrl.slime.data import CATEGORY_KEY
@@ -442,7 +442,7 @@ def render(command: Sequence[str]) -> str:
 
 
 def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
-    if isinstance(default, _Choice):
+    if isinstance(default, Choice):
         return type(default).parse(raw)
     if kind is float:
         return float(raw)
@@ -460,7 +460,7 @@ def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
 
 
 def _kind(default: Any, kind: type | None = None) -> str:
-    if isinstance(default, _Choice):
+    if isinstance(default, Choice):
         return "one of " + ", ".join(choice.value for choice in type(default))
     if kind is float:
         return "a number"
