@@ -76,7 +76,7 @@ class StepDriver:
                 self.live.decided(action)
                 self.log.decision(now, self.tasks.groups[action.index], action)
             elif isinstance(action, Start):
-                staged = self.rollout.in_first_stage(action.index)
+                staged = self.rollout.runs_first_k(action.index)
                 if self.tasks.start(action, first_stage=staged) is None:  # staged siblings: the rest of a group
                     self.log.rest(now, action)
             elif isinstance(action, WaveOpened):
@@ -92,7 +92,7 @@ class StepDriver:
 
     def _back(self, group: GroupRun) -> Completion | FirstStage:
         """What came back of a finished group: its first K siblings (staged), or the whole group."""
-        if self.rollout.in_first_stage(group.index):
+        if self.rollout.runs_first_k(group.index):
             return FirstStage(group.index, [e.reward if e.scored else None for e in group.episodes])
         return group.index, group.verdict, _rewards(group)
 

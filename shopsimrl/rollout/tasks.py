@@ -31,7 +31,7 @@ class GroupTasks:
 
     def start(self, start: Start, *, first_stage: bool = False) -> GroupRun | None:
         """Start the siblings ``start`` names; the new group, or ``None`` for the rest of a staged group.
-        ``first_stage``: a staged group's first K (the step's ``in_first_stage``), triaged only once decided."""
+        ``first_stage``: a staged group's first K (the step's ``runs_first_k``), triaged only once decided."""
         index, ctx, step, task_id = start.index, self.ctx, self.step, str(start.prompt)
         specs = [EpisodeSpec(task_id=task_id, rollout_id=f"s{step}-g{index}-r{i}",
                              seed=episode_seed(ctx.seed, step, index, i), trace_path=self.paths.trace(index, i),

@@ -28,7 +28,7 @@ Events (methods) and the actions they return::
 ``finished`` takes everything that came back together: whole groups (:data:`Completion`) are decided
 first, as one batch in submission order (``in_order=True``: in the order given, as slime's own loop
 filters its done set), then each staged group back from its first ``K`` (:class:`FirstStage`), in index
-order, until the batch is full.  A shell asks :meth:`RolloutStep.in_first_stage` of a finished group to
+order, until the batch is full.  A shell asks :meth:`RolloutStep.runs_first_k` of a finished group to
 know which of the two it measured.  ``complete``, ``complete_batch`` and ``first_stage`` are the parts
 ``finished`` is made of, kept for the core's own tests.
 
@@ -259,7 +259,7 @@ class RolloutStep:
         """1-based wave (or refill) group ``index`` was opened in."""
         return self.controller.wave_of(index)
 
-    def in_first_stage(self, index: int) -> bool:
+    def runs_first_k(self, index: int) -> bool:
         """Staged siblings: group ``index`` runs its first ``K``, so what comes back is a :class:`FirstStage`,
         not a :data:`Completion` (a shell asks this of each finished group to know what to measure)."""
         return index in self._first_stage

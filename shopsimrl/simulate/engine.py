@@ -214,7 +214,7 @@ def _simulate_step(
     now = 0.0
 
     def back(index: int) -> Completion | FirstStage:
-        if rs.in_first_stage(index):
+        if rs.runs_first_k(index):
             return FirstStage(index, flight.first_rewards(index))
         judged[index] = flight.rewards(index)
         return index, rewards_verdict(judged[index]), judged[index]

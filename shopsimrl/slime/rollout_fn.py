@@ -101,7 +101,7 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
                 raise action.error
 
     def back(index: int, group: list[Any]) -> Completion | FirstStage:
-        if step.in_first_stage(index):
+        if step.runs_first_k(index):
             generation.heads[index] = group = list(group)
             return FirstStage(index, batch.first_stage_rewards(group))
         return batch.judge(index, generation.whole(index, group))

@@ -465,3 +465,25 @@ class ChanceAboveOne(HandsOutTwice):
 def test_check_prompt_source_names_the_promise_a_broken_source_breaks(broken, message):
     with pytest.raises(SourceContractError, match=message):
         check_prompt_source(broken)
+
+
+def test_under_slimes_rollout_function_the_step_stops_the_run_with_the_hooks_guard_and_its_message(
+        monkeypatch, tmp_path):
+    """The stop is the step's: it feeds the hook state's guard once per group (the filter hook leaves it alone),
+    and the error names slime's group indices and the trace folder, as the filter hook's did."""
+    from shopsimrl.slime.rollout_fn import adaptive_rollout_async
+    from shopsimrl.slime.state import hook_state
+
+    case = Case(target=3, wave=6, n=4, waves="adaptive", staged=False, limit=3, seed=2, technical=0.9)
+    install_slime(monkeypatch, case)
+    args = SimpleNamespace(rollout_batch_size=case.target, over_sampling_batch_size=case.wave,
+                           n_samples_per_prompt=case.n, shopsim_max_consecutive_failed_groups=case.limit,
+                           shopsim_trace_dir=str(tmp_path), reward_key=None,
+                           dynamic_sampling_filter_path="shopsimrl.slime.filter.fully_scored_group_filter",
+                           rollout_sample_filter_path=None, rollout_all_samples_process_path=None)
+    with pytest.raises(TooManyTechnicalFailures) as info:
+        asyncio.run(adaptive_rollout_async(args, 0, ScriptedDataSource(case)))
+    exc = info.value
+    assert exc.count == 3 and hook_state().guard.count == 3  # counted once per group, by the step
+    assert all(g.startswith("group_index=") for g in exc.groups) and exc.trace_dir == str(tmp_path)
+    assert f"under {tmp_path}" in str(exc)

@@ -241,7 +241,7 @@ def test_the_step_decides_and_starts_exactly_as_the_hand_written_loop(run):
     assert step_loop(*run) == hand_written_loop(*run)
 
 
-def test_in_first_stage_from_a_staged_start_until_its_first_stage_is_reported():
+def test_runs_first_k_from_a_staged_start_until_its_first_stage_is_reported():
     from shopsimrl.sampling.staged import StagedSiblings
 
     source = prompt_source("seed", PROMPTS, 4, 0)
@@ -249,15 +249,15 @@ def test_in_first_stage_from_a_staged_start_until_its_first_stage_is_reported():
                        staging=StagedSiblings.of(4, 2, skip_q=1.0))
     starts = starts_of(step.start())  # no group is sure to spread (skip_q 1): every group starts its first K
     assert [s.siblings for s in starts] == [range(2)] * 4
-    assert all(step.in_first_stage(s.index) for s in starts)
+    assert all(step.runs_first_k(s.index) for s in starts)
     (rest,) = step.first_stage(0, [1.0, 0.0])  # spread already: the rest starts
-    assert rest.siblings == range(2, 4) and not step.in_first_stage(0)
-    assert step.in_first_stage(1) and not step.in_first_stage(99)
+    assert rest.siblings == range(2, 4) and not step.runs_first_k(0)
+    assert step.runs_first_k(1) and not step.runs_first_k(99)
 
 
-def test_in_first_stage_is_never_true_without_staging():
+def test_runs_first_k_is_never_true_without_staging():
     step, _ = fixed_step()
-    assert not any(step.in_first_stage(s.index) for s in starts_of(step.start()))
+    assert not any(step.runs_first_k(s.index) for s in starts_of(step.start()))
 
 
 # -- finished(): the one event a shell sends --------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_finished_decides_whole_groups_first_then_first_stages_in_index_order_un
     decided = [(a.index, a.decision) for a in actions if isinstance(a, GroupDecision)]
     assert decided == [(0, Decision.ACCEPTED), (1, Decision.SURPLUS)]  # whole groups, in submission order
     assert actions[-1] == AbortRest((2, 3))  # the batch is full: the first stages back with it are aborted
-    assert not [a for a in actions if isinstance(a, Start)] and step.in_first_stage(2) and step.in_first_stage(3)
+    assert not [a for a in actions if isinstance(a, Start)] and step.runs_first_k(2) and step.runs_first_k(3)
 
 
 def test_finished_hears_first_stages_in_index_order_whatever_order_they_came_in():
