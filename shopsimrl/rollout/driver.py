@@ -1,11 +1,11 @@
-"""The async driver of one rollout step: the main job's I/O shell around ``RolloutStep``.
+"""The async driver of one rollout step: the main job's pump around ``RolloutStep``.
 
 :class:`shopsimrl.sampling.step.RolloutStep` decides everything (waves, the filter, the drop
 rule, the fallback, the stop, the prompts); the driver does what slime's
 ``generate_rollout_async`` does around its loop: start the groups it names, await the first
-finished group, take every other group already finished as the same batch, hand the batch over;
-at ``target`` kept groups, cancel everything still in flight and wait for it (each episode
-releases its env session while it unwinds).
+finished group, take every other group already finished as the same batch, hand it to the step's
+one event (``finished``) and carry out the actions it answers; at ``target`` kept groups, cancel
+everything still in flight and wait for it (each episode releases its env session while it unwinds).
 
 What is not the loop lives next door, so the loop reads in one screen: the groups as tasks and
 their triage (``tasks.py``), the event log (``events.py``), the live view's counters
