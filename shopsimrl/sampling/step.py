@@ -282,6 +282,9 @@ class RolloutStep:
                 heads.append(item)
             else:
                 whole.append(item)
+        for head in heads:  # refused before anything is decided
+            if head.index not in self._first_stage:
+                raise ControllerStateError(f"group {head.index} is not in its first stage (state {self.state})")
         actions: list[Action] = []
         try:
             if whole:

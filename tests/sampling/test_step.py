@@ -360,3 +360,14 @@ def test_the_factory_picks_the_sizer_from_the_wave_mode():
     assert isinstance(adaptive.sizer, AdaptiveRefills) and adaptive.sizer.rule.cushion == 0.5
     with pytest.raises(ValueError, match="wavemode must be one of"):
         new_step(4, 8, 4, source=source, waves="sometimes")
+
+
+def test_finished_refuses_a_first_stage_of_a_group_not_in_it_before_deciding_anything():
+    from shopsimrl.sampling import ControllerStateError
+
+    step = staged_fixed_step(target=2)
+    step.start()
+    step.finished([FirstStage(0, [0.0, 1.0])])  # its rest starts: no longer in its first stage
+    with pytest.raises(ControllerStateError, match="group 0 is not in its first stage"):
+        step.finished([(1, V, SPREAD), FirstStage(0, [0.0, 1.0])])
+    assert step.kept == 0 and 1 in step.in_flight  # group 1 was not decided either
