@@ -23,8 +23,9 @@ first tries show, ``Evidence.logit``) conditioned on the ``K`` outcomes seen: fo
 pass rate ``p`` and ``K`` successes it is ``1 − p^(n−K)``; the posterior weighs each ``p``
 by ``p^K`` (``(1−p)^K`` after ``K`` failures).  A prompt predicted to spread often
 (``q >= skip_q``) can be started whole: staging it costs a second round of latency for
-little to save (off by default: ``skip_q = 1``).  Pure: no I/O, no clock.  docs/dynamic-sampling.md (R29) and
-docs/efficient-sampling.md give the figures and the default threshold.
+little to save (``DEFAULT_STAGE_SKIP_Q``, 0.5, by default; ``skip_q = 1`` stages every group).  Pure: no
+I/O, no clock.  docs/dynamic-sampling.md (R29) and docs/efficient-sampling.md give the figures and the
+default threshold.
 """
 
 from __future__ import annotations
