@@ -264,11 +264,16 @@ def run(spec: dict[str, Any]) -> int:
         result = recorder.as_dict()
         result.update(status=status, error=error, seconds=time.perf_counter() - started, argv=argv,
                       generate_after_abort=sglang.generate_after_abort, abort_calls=sglang.abort_calls)
-    out.write_text(json.dumps(result))
+    from shopsimrl.io import atomic_write_text
+
+    atomic_write_text(out, json.dumps(result))  # the parent reads a whole result or none
     return status
 
 
 def main(argv: list[str] | None = None) -> int:
+    from shopsimrl.slime.harness.children import die_with_parent
+
+    die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(Path(argv[0]).read_text())
     status = run(spec)

@@ -12,6 +12,8 @@ ROPE_THETA = 1000000.0
 MODEL_ARGS = ["--num-layers", "2", "--hidden-size", "64", "--ffn-hidden-size", "128", "--num-attention-heads", "4",
               "--untie-embeddings-and-output-weights", "--rotary-base", str(int(ROPE_THETA))]
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+#: The eval set's name in slime's --eval-prompt-data (the eval metric keys carry it).
+EVAL_DATASET = "shopsim_val"
 
 
 def task_ids(count: int, prefix: str = "task") -> list[str]:
