@@ -1,6 +1,6 @@
 """Fixtures for the slime adapter tests: a slime-shaped Sample, args, and a clean hook state.
 
-``SlimeSample`` is the test double of slime's ``Sample`` (``tests/slime_double.py``): slime's
+``SlimeSample`` is the double of slime's ``Sample`` (``shopsimrl/slime/harness/double/rollout.py``): slime's
 field names (``slime/utils/types.py``) and its nested ``Status`` enum, so the hooks treat it
 exactly as slime's own class.
 """
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from slime_double import Sample as SlimeSample
 
+from shopsimrl.slime.harness.double.rollout import Sample as SlimeSample
 from shopsimrl.slime.state import reset_hook_state
 
 

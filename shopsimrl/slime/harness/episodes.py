@@ -63,7 +63,7 @@ async def _leftover_tasks() -> list[str]:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    from shopsimrl.slime.harness import stand_ins
+    from shopsimrl.slime.harness.double import stand_ins
 
     stand_ins.install(spec["slime_src"], Path(spec["out"]).parent / "stand_ins")
     from transformers import AutoTokenizer

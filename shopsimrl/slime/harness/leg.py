@@ -114,7 +114,7 @@ def _observe(recorder: Recorder) -> None:
     from shopsimrl.sampling.selector import PromptSelector
     from shopsimrl.sampling.verdict import iter_samples
     from shopsimrl.slime.data_source import SelectorDataSource
-    from shopsimrl.slime.harness import stand_ins
+    from shopsimrl.slime.harness.double.training_actor import ACTOR
     from shopsimrl.slime.samples import reward_key
 
     real_filter = runtime.fully_scored_group_filter
@@ -179,7 +179,7 @@ def _observe(recorder: Recorder) -> None:
         if selector is not None:
             recorder.in_flight_after[rollout_id] = len(selector.in_flight)
 
-    stand_ins.ACTOR.observers.append(on_train)
+    ACTOR.observers.append(on_train)
 
     from slime.observability import logging_utils
 
@@ -227,11 +227,12 @@ def launcher_argv(config: Any, sglang_port: int, extra: list[str]) -> list[str]:
 
 
 def run(spec: dict[str, Any]) -> int:
-    from shopsimrl.slime.harness import stand_ins
+    from shopsimrl.slime.harness.double import stand_ins
+    from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
 
     stand_ins.install(spec["slime_src"], Path(spec["out"]).parent / "stand_ins")
     os.environ.update({k: str(v) for k, v in spec.get("os_env", {}).items()})
-    stand_ins.ACTOR.crash_at = spec.get("crash_at")
+    ACTOR.crash_at = spec.get("crash_at")
 
     from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
     from shopsimrl.slime.launch import TrainConfig
@@ -255,7 +256,7 @@ def run(spec: dict[str, Any]) -> int:
             recorder.args = {k: _jsonable(v) for k, v in vars(args).items() if k.startswith(RECORDED_ARGS)}
             namespace["train"](args)
             status = 0
-        except stand_ins.HarnessCrash as exc:
+        except HarnessCrash as exc:
             error = str(exc)
             status = EXIT_CRASHED
         except BaseException as exc:  # reported in the JSON, for the check's verdict

@@ -79,12 +79,42 @@ def problems() -> list[str]:
             found.append(f"slime.utils.types.Sample.Status: no {', '.join(missing)}")
     except Exception as exc:  # moved, renamed, or its module fails to import
         found.append(f"slime.utils.types.Sample.Status: not found ({exc})")
+    return found + double_problems()
+
+
+def double_problems() -> list[str]:
+    """The rollout double (:mod:`.double.rollout`, which the in-process tests drive the hook with) against this slime.
+
+    Each of its ``Sample`` fields and statuses exists on slime's, and slime's parameters of
+    ``generate_and_rm``, ``generate_and_rm_group`` and ``abort`` start the double's: tests that
+    pass against the double then test what slime does.
+    """
+    from dataclasses import fields
+
+    from shopsimrl.slime.harness.double import rollout as double
+
+    found: list[str] = []
+    try:
+        real = importlib.import_module("slime.utils.types").Sample
+        rollout = importlib.import_module("slime.rollout.sglang_rollout")
+    except Exception as exc:  # reported above, as not found
+        return [f"the slime double could not be compared: {type(exc).__name__}: {exc}"]
+    extra = [f.name for f in fields(double.Sample) if f.name not in getattr(real, "__dataclass_fields__", {})]
+    if extra:
+        found.append(f"the slime double's Sample has fields slime's has not: {', '.join(extra)}")
+    statuses = [s.name for s in double.Sample.Status if not hasattr(getattr(real, "Status", None), s.name)]
+    if statuses:
+        found.append(f"the slime double's Sample.Status has members slime's has not: {', '.join(statuses)}")
+    for name in ("generate_and_rm", "generate_and_rm_group", "abort"):
+        ours, theirs = _parameters(getattr(double, name)), _parameters(getattr(rollout, name, None) or (lambda: None))
+        if ours[: len(theirs)] != theirs:
+            found.append(f"the slime double's {name}({', '.join(ours)}) does not take slime's ({', '.join(theirs)})")
     return found
 
 
 def main(argv: list[str] | None = None) -> None:
-    from shopsimrl.slime.harness import stand_ins
     from shopsimrl.slime.harness.children import die_with_parent
+    from shopsimrl.slime.harness.double import stand_ins
 
     die_with_parent()
     src, scratch = sys.argv[1:3] if argv is None else argv[:2]
