@@ -17,6 +17,7 @@ import time
 
 import pytest
 from faults.processes import wait_for
+from local_processes import alive
 from slime_harness import fake_slime
 
 
@@ -35,7 +36,7 @@ def test_a_stopped_check_leaves_no_leg_and_no_folder(tmp_path, sig):
     try:
         legs = wait_for(lambda: len(fake_slime.pids(tree)) >= 2 and fake_slime.pids(tree), 120,
                         "two loop legs running slime's train.py")
-        assert all(fake_slime.alive(pid) for pid in legs)
+        assert all(alive(pid) for pid in legs)
         sent = time.monotonic()
         check.send_signal(sig)
         out, err = check.communicate(timeout=60)
@@ -44,7 +45,7 @@ def test_a_stopped_check_leaves_no_leg_and_no_folder(tmp_path, sig):
         if check.poll() is None:
             check.kill()
             check.wait()
-    wait_for(lambda: not any(fake_slime.alive(pid) for pid in legs), 10, "the legs to end")
+    wait_for(lambda: not any(alive(pid) for pid in legs), 10, "the legs to end")
     if sig is signal.SIGKILL:
         assert check.returncode == -signal.SIGKILL
         return

@@ -10,7 +10,6 @@ A blocking piece writes its PID to ``<tree>/pids/`` first, so a test can check t
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 RECORD_PID = ("import os, pathlib\n"
@@ -52,18 +51,3 @@ def blocking_train(root: Path) -> Path:
 
 def pids(root: Path) -> list[int]:
     return sorted(int(p.name) for p in (root / "pids").iterdir())
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie, ended but not yet reaped, is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

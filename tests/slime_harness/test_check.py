@@ -1,6 +1,7 @@
 """``shopsimrl slime check`` names what does not fit, and never says PASS without evidence.
 
-- a path that is no slime is refused; a slime function whose signature moved is named;
+- a path that is no slime is refused; a slime function whose signature moved is named, and so is
+  the slime double the in-process tests use, which no longer matches;
 - a broken slime (fake checkouts, ``fake_slime.py``; no real slime needed): an empty tree, an
   import that blocks (killed at ``--timeout``), a ``train.py`` that exits early: no PASS for a
   check that did not run (before the fix an empty tree gave 24 PASS verdicts of 31, a blocking
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from local_processes import alive
 from slime_harness import fake_slime
 
 from shopsimrl.cli import main
@@ -53,8 +55,10 @@ def test_the_surface_check_names_a_changed_signature(slime_src, tmp_path):
     assert "async def abort(args: Namespace, rollout_id: int)" in text
     module.write_text(text.replace("async def abort(args: Namespace, rollout_id: int)",
                                    "async def abort(args: Namespace, step: int)"))
-    assert surface(copy, tmp_path)["problems"] == ["slime.rollout.sglang_rollout.abort: signature changed: (args, step), "
-                                                   "ShopSim passes (args, rollout_id)"]
+    assert surface(copy, tmp_path)["problems"] == [
+        "slime.rollout.sglang_rollout.abort: signature changed: (args, step), ShopSim passes (args, rollout_id)",
+        "the slime double's abort(args, rollout_id, retry_seconds) does not take slime's (args, step)",  # the tests' double
+    ]
 
 
 def check(src: Path, tmp_path: Path, *options: str, timeout: float = 120) -> tuple[int, dict[str, str], str]:
@@ -88,7 +92,7 @@ def test_a_slime_import_that_blocks_is_killed_at_the_time_limit(tmp_path):
     assert time.monotonic() - started < 60, "the check waited past its time limit"
     assert code == 1 and verdicts["surface"] == "FAIL" and "did not end within 10 s and was killed" in out, out
     assert [s for name, s in verdicts.items() if name != "surface"] == ["NOT RUN"] * (ALL_CHECKS - 1)
-    assert fake_slime.pids(tree) and not any(fake_slime.alive(pid) for pid in fake_slime.pids(tree))
+    assert fake_slime.pids(tree) and not any(alive(pid) for pid in fake_slime.pids(tree))
 
 
 def test_a_slime_that_exits_early_fails_with_the_reason(tmp_path):
@@ -126,4 +130,4 @@ def test_a_signal_stops_the_check_kills_slime_and_removes_its_folder(tmp_path, s
     assert process.returncode == 128 + stop, (out, err)
     assert f"stopped by {stop.name}" in err and "Traceback" not in err, err
     assert list(scratch.iterdir()) == []
-    assert not any(fake_slime.alive(pid) for pid in fake_slime.pids(tree))
+    assert not any(alive(pid) for pid in fake_slime.pids(tree))

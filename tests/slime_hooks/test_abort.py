@@ -19,33 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent.fakes import TASK, FakeEnv, observation
+from agent.fakes import TASK, FakeEnv
 from slime_hooks.model_text import WINNING
 
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
 from shopsimrl.slime.harness.double import rollout as slime_double
 from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
-from shopsimrl.slime.harness.workspace import write_tokenizer
 from shopsimrl.slime.state import hook_state
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
-
-
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> Path:
-    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "item"))]
-    template = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text()
-    return write_tokenizer(tmp_path_factory.mktemp("qwen3-tokenizer"), corpus, template)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tokenizer_dir)
+#: the test tokenizer's template (the ``tokenizer_dir`` fixture of conftest.py reads it)
+CHAT_TEMPLATE = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text()
 
 
 def winning_reply(tokenizer):

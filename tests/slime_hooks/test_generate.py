@@ -23,12 +23,12 @@ from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.sampling import REASON_TECHNICAL
 from shopsimrl.slime.harness.scripted_sglang import END, ENGINE_ERROR, ScriptedSGLang, serving
-from shopsimrl.slime.harness.workspace import write_tokenizer
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import UnsupportedSlimeSetting, fully_scored_group_filter, generate
 
 # Qwen-style: <|im_start|>role\n...<|im_end|>\n, tools in the system turn, tool results as user turns.
 # (transformers renders with trim_blocks: no literal newline may follow a block tag.)
+# The test tokenizer's template (the ``tokenizer_dir`` fixture of conftest.py reads it).
 CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n{{ messages[0].content }}\n\n# Tools\n<tools>"
     "{% for tool in tools %}{{ '\\n' + (tool | tojson) }}{% endfor %}{{ '\\n</tools><|im_end|>\\n' }}"
@@ -42,21 +42,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-
-
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> Path:
-    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "item"))]
-    return write_tokenizer(tmp_path_factory.mktemp("tokenizer"), corpus, CHAT_TEMPLATE)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tokenizer_dir)
 
 
 @pytest.fixture(scope="module")

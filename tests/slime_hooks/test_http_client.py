@@ -14,14 +14,8 @@ from agent.fakes import TASK, FakeEnv
 
 from shopsimrl.slime.harness.double.rollout import Sample, slime_args
 from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
-from shopsimrl.slime.harness.workspace import PLAIN_CHAT_TEMPLATE, write_tokenizer
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import generate
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    return write_tokenizer(tmp_path_factory.mktemp("tok"), ["thinking out loud", TASK.instruction], PLAIN_CHAT_TEMPLATE)
 
 
 @pytest.fixture
