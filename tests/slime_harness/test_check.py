@@ -27,12 +27,12 @@ from slime_harness import fake_slime
 
 from shopsimrl.cli import main
 from shopsimrl.slime.harness.checks import CHECKS
-from shopsimrl.slime.harness.loop import LoopSettings, run_configuration
+from shopsimrl.slime.harness.loop import CONFIGURATIONS, LoopSettings, run_configuration
 from shopsimrl.slime.harness.outcome import Status
 
 #: one verdict per line: status, then the check's name (see shopsimrl.slime.check.Report)
 STATUSES = ("PASS", "FAIL", "NOT RUN", "N/A")
-ALL_CHECKS = 31  # surface, 4 configurations x 7, launch, episodes
+ALL_CHECKS = 1 + len(CONFIGURATIONS) * len(CHECKS) + 2  # surface, each configuration's checks, launch, episodes
 
 
 def test_a_path_that_is_not_slime_is_refused(tmp_path, capsys):
