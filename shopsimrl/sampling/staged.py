@@ -36,7 +36,7 @@ from enum import Enum
 
 from shopsimrl.sampling.estimate import hermite_rule, sigmoid
 from shopsimrl.sampling.knobs import ZERO_STD_EPSILON
-from shopsimrl.sampling.modes import _Choice
+from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, SIBLINGS, Siblings  # noqa: F401  (their old home)
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 #: Stop after ``K`` when the predicted chance that the rest breaks the agreement is below this
@@ -48,17 +48,6 @@ DEFAULT_STAGE_THRESHOLD = 0.175
 DEFAULT_STAGE_SKIP_Q = 0.5
 #: Gauss-Hermite nodes for the posterior averages: the likelihood ``p^K`` weighs the tails, 9 nodes are too few.
 POSTERIOR_NODES = 64
-
-
-class Siblings(_Choice):
-    """How a group's siblings start: all at once (the seed), or staged."""
-
-    ALL = "all"
-    STAGED = "staged"
-
-
-DEFAULT_SIBLINGS = Siblings.ALL
-SIBLINGS: tuple[str, ...] = tuple(s.value for s in Siblings)
 
 
 class Next(str, Enum):

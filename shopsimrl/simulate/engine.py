@@ -21,7 +21,7 @@ from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves, horizon_
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMode
-from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone, WaveSizer
@@ -148,7 +148,7 @@ def simulate_run(
         explore_horizon_epochs = horizon_for_waves(mode)
     clusters = w.cluster_labels() if labels else None
     if selection == Oracle.TRUE:
-        selector: PromptSelector = OracleSelector(w, n, seed, clusters=clusters)
+        selector: Picker = OracleSelector(w, n, seed, clusters=clusters)
     elif selection == Oracle.SEEN:
         selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     else:
@@ -185,7 +185,7 @@ def simulate_run(
 def _simulate_step(
     step: int,
     world: World,
-    source: PromptSelector,
+    source: Picker,
     guard: ConsecutiveFailureGuard,
     knobs: SamplingKnobs,
     sizer: WaveSizer,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import UsageError
 from shopsimrl.io import atomic_write_jsonl
 
 
@@ -22,6 +23,6 @@ async def export_prompts(env: Any, split: str, out: str | Path) -> int:
     """Write the prompt file of ``split`` atomically; returns the number of tasks."""
     task_ids = list(await env.list_tasks(split))
     if not task_ids:
-        raise ValueError(f"the env lists no tasks for split {split!r}")
+        raise UsageError(f"the env lists no tasks for split {split!r}")
     atomic_write_jsonl(out, prompt_records(task_ids, split))
     return len(task_ids)

@@ -30,6 +30,7 @@ from typing import Any
 
 from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
+from shopsimrl.errors import Refusal
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling import KnobError, SamplingKnobs
 from shopsimrl.sampling.knobs import (
@@ -75,7 +76,7 @@ INSTALL_HINT = (
 )
 
 
-class LaunchError(ValueError):
+class LaunchError(Refusal, ValueError):
     """A knob or installation problem; the message says what to change."""
 
 

@@ -20,7 +20,7 @@ from shopsimrl.sampling import (
     WaveController,
 )
 from shopsimrl.sampling.adaptive import AdaptiveWaves
-from shopsimrl.sampling.selector import NotEnoughPromptsError
+from shopsimrl.sampling.evidence import NotEnoughPromptsError
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone
 

@@ -226,7 +226,7 @@ def test_export_refuses_in_process_options_with_an_env_url(tmp_path):
     assert result.returncode == 2 and "--products" in result.stderr
 
 
-@pytest.mark.parametrize("module", ["shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.slime.cli",
+@pytest.mark.parametrize("module", ["shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.commands.train",
                                     "shopsimrl.slime.launch", "shopsimrl.slime.policy"])
 def test_imports_load_no_heavy_dependency(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"

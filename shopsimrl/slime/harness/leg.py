@@ -111,7 +111,7 @@ def _observe(recorder: Recorder) -> None:
     """Wrap the call sites where slime hands things to us or to its tracker (see the module docstring)."""
     import shopsimrl.slime_runtime as runtime
     from shopsimrl.sampling import group_verdict
-    from shopsimrl.sampling.selector import PromptSelector
+    from shopsimrl.sampling.picker import Picker as PromptSelector
     from shopsimrl.sampling.verdict import iter_samples
     from shopsimrl.slime.data_source import SelectorDataSource
     from shopsimrl.slime.harness.double.training_actor import ACTOR
