@@ -21,6 +21,7 @@ Exit status: 0 done, 3 the injected crash happened (results still written), 1 fa
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import runpy
@@ -29,6 +30,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from shopsimrl.slime.defaults import HOOKS
 
 EXIT_CRASHED = 3
 #: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths
@@ -109,7 +112,6 @@ def _task(sample: Any) -> str:
 
 def _observe(recorder: Recorder) -> None:
     """Wrap the call sites where slime hands things to us or to its tracker (see the module docstring)."""
-    import shopsimrl.slime_runtime as runtime
     from shopsimrl.sampling import group_verdict
     from shopsimrl.sampling.picker import Picker as PromptSelector
     from shopsimrl.sampling.verdict import iter_samples
@@ -117,7 +119,10 @@ def _observe(recorder: Recorder) -> None:
     from shopsimrl.slime.harness.double.training_actor import ACTOR
     from shopsimrl.slime.samples import reward_key
 
-    real_filter = runtime.fully_scored_group_filter
+    # the filter as slime loads it: by the launcher's dotted path (the module slime's load_function imports)
+    filter_module, _, filter_name = HOOKS["--dynamic-sampling-filter-path"].rpartition(".")
+    runtime = importlib.import_module(filter_module)
+    real_filter = getattr(runtime, filter_name)
 
     def observed_filter(args: Any, group: Any, **kwargs: Any) -> Any:
         samples = list(iter_samples(group))
@@ -127,7 +132,7 @@ def _observe(recorder: Recorder) -> None:
         recorder.events.setdefault(rid, []).append(["filter", batch, samples[0].group_index, verdict.value])
         return real_filter(args, group, **kwargs)
 
-    runtime.fully_scored_group_filter = observed_filter
+    setattr(runtime, filter_name, observed_filter)
 
     real_get = SelectorDataSource.get_samples
 
