@@ -148,22 +148,15 @@ def load_run_state(root: Path, last: int, task_ids: Sequence[str], selection: st
         ConsecutiveFailureGuard().load_state_dict(guard)  # checked here, loaded by the run
         if str(saved.get("strategy")) != str(selection):
             raise ValueError(f"its prompt source is {saved.get('strategy')!r}, the run's selection {selection!r}")
-        if [str(t) for t in _saved_prompt_ids(saved)] != [str(t) for t in task_ids]:
+        evidence = saved.get("evidence")
+        saved_ids = evidence.get("prompt_ids") if isinstance(evidence, dict) else None
+        if not isinstance(saved_ids, list) or [str(t) for t in saved_ids] != [str(t) for t in task_ids]:
             raise ValueError("its prompt source holds other train tasks than the env lists now (another catalog?)")
         source = prompt_source_from_state(saved)
     except (JournalError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise ResumeError(f"{path}: {exc}; the run cannot be resumed" if not isinstance(exc, JournalError)
                           else f"{exc}; the run cannot be resumed") from None
     return source, guard
-
-
-def _saved_prompt_ids(state: Mapping[str, Any]) -> list[Any]:
-    """The prompt ids a saved prompt source holds (at its top, or in one of its parts: its evidence)."""
-    for part in (state, *(v for v in state.values() if isinstance(v, dict))):
-        ids = part.get("prompt_ids")
-        if isinstance(ids, list):
-            return ids
-    return []
 
 
 def rebuilt_metrics(root: Path, last: int) -> list[dict[str, Any]]:

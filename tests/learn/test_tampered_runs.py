@@ -212,12 +212,16 @@ REFUSED: list[tuple[str, Callable[[Path], None], str, bool]] = [
      "is not valid JSON", True),
     ("state.json of another strategy resealed", edit_json("step-3/state.json", lambda s: {
         **s, "prompt_source": {**s["prompt_source"], "strategy": "informative"}}), "its prompt source is", True),
-    ("state.json of other prompts resealed", edit_json("step-3/state.json", lambda s: {
-        **s, "prompt_source": swap_first_prompt(s["prompt_source"])}), "other train tasks", True),
+    ("state.json without prompt ids resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": {**s["prompt_source"], "evidence": without("prompt_ids")(s["prompt_source"]["evidence"])}}),
+     "other train tasks", True),
     ("state.json with a negative streak resealed", edit_json("step-3/state.json", lambda s: {
         **s, "guard": {"count": -1, "recent": []}}), "a failure streak is a count", True),
-    ("state.json without its prompt source's evidence resealed", edit_json("step-3/state.json", lambda s: {
-        **s, "prompt_source": without("evidence")(s["prompt_source"])}), "other train tasks", True),
+    ("state.json without its selector model resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": {**s["prompt_source"], "evidence": without("model")(s["prompt_source"]["evidence"])}}),
+     "state.json: 'model'", True),
+    ("state.json of other prompts resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": swap_first_prompt(s["prompt_source"])}), "other train tasks", True),
     ("state.json of another version resealed", edit_json("step-3/state.json", lambda s: {
         **s, "prompt_source": {**s["prompt_source"], "version": 999}}), "version 999", True),
     # metrics.json and the markers
@@ -309,8 +313,7 @@ def prepare(root: Path, record: dict, tasks: list[str]) -> object:
 def damaged(base, tmp_path) -> tuple[Path, dict, list[str]]:
     """A copy of the base run to damage, its run.json record and its train tasks (as the env lists them)."""
     record = json.loads((base / "run.json").read_text())
-    saved = json.loads((base / "step-1" / "state.json").read_text())["prompt_source"]
-    tasks = saved.get("prompt_ids") or saved["evidence"]["prompt_ids"]
+    tasks = json.loads((base / "step-1" / "state.json").read_text())["prompt_source"]["evidence"]["prompt_ids"]
     root = tmp_path / "run"
     shutil.copytree(base, root, symlinks=True)
     return root, record, tasks
