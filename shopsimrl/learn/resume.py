@@ -14,8 +14,8 @@ step left removed (its folder, its ``metrics.jsonl`` and ``failure_queue.jsonl``
 differ (a crash cannot lose one, an edit can), and ``run.json`` continued: its options are kept
 as they were, ``steps`` is the new target and ``resumed`` lists each resume.
 
-Not restored (so refused or documented): the heuristic learner's per-task counts
-(``--learner heuristic`` cannot resume) and fault injection's random stream.
+Not restored (so refused): the heuristic learner's per-task counts (``--learner heuristic`` cannot
+resume).  Fault injection needs nothing: each episode draws its failures from its own id.
 """
 
 from __future__ import annotations
