@@ -54,6 +54,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _cell(column: str, value: object) -> str:
+    # rich loads only when the command runs, as in handle()
     from rich.markup import escape
 
     from shopsimrl.io import printable
