@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from shopsimrl.env.types import EnvUnavailableError
+from shopsimrl.io import json_type, printable
 
 MAX_RESPONSE_BYTES = 32 << 20  # far above any answer of ours (a results page is tens of KiB, a task list < 1 MiB)
 
@@ -70,16 +71,12 @@ def _json_or_none(data: bytes) -> Any:
 
 def _kind(value: object) -> str:
     """"a list", "an object", "null": the JSON type of ``value``, for messages."""
-    from shopsimrl.io import json_type
-
     kind = json_type(value)
     return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def _expect(ok: bool, what: str, key: str, value: object, expected: str) -> None:
     if not ok:
-        from shopsimrl.io import printable
-
         raise BadResponseError(f"{what}: {printable(key, limit=60)} is {_kind(value)} "
                                f"({printable(repr(value), limit=40)}), expected {expected}")
 
