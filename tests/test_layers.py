@@ -28,18 +28,14 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
 )
 #: (importer, imported) modules that still go up a floor, and the round that removes them.
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("shopsimrl.slime.harness.leg", "shopsimrl.slime_runtime"): "issue 29: one slime double",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 MAX_LINES = 450
 MAX_COMMAND_LINES = 250
 #: modules over MAX_LINES today, and the round that splits them
 KNOWN_LONG: dict[str, str] = {
-    "sampling/selector.py": "issue 27: the selection redesign splits it",
     "env/pool.py": "not split yet",
     "env/server.py": "not split yet",
     "slime/launch.py": "not split yet",
-    "slime/harness/stand_ins.py": "issue 29: one slime double",
 }
 
 
