@@ -1,4 +1,5 @@
-"""The spread rule's (SpreadPicker, formerly the informative PromptSelector) cost per chosen prompt at 100,000 prompts (target: <= 50 us), steady state.
+"""The spread rule's cost per chosen prompt (``SpreadPicker``, formerly the informative selector) at 100,000
+prompts (target: <= 50 us), steady state.
 
 Every prompt is observed first (most of them solved, as late in a run), then the
 selector hands out waves of 32 and records each group; the figure is the median

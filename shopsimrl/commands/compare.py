@@ -8,6 +8,7 @@ from pathlib import Path
 from shopsimrl.argtypes import existing_folder, out_file
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.errors import UsageError
+from shopsimrl.io import printable
 
 EXIT_OK = 0
 
@@ -30,13 +31,9 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from shopsimrl.io import printable
     from shopsimrl.learn.compare import draw, read_run, table_rows
 
-    try:
-        curves = [read_run(run) for run in args.runs]
-    except (OSError, ValueError, KeyError) as exc:  # a run folder's files that cannot be read as a run's
-        raise UsageError(str(exc)) from None
+    curves = [read_run(run) for run in args.runs]  # a file that is not a run's: BadFileError, a refusal
     empty = [c.name for c in curves if not c.points]
     if empty:
         raise UsageError(f"no evaluation in {', '.join(map(printable, empty))} (run with --learner grpo --eval-every N)")
@@ -54,9 +51,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _cell(column: str, value: object) -> str:
-    from rich.markup import escape
-
-    from shopsimrl.io import printable
+    from rich.markup import escape  # loaded by handle() already: rich only when the command runs
 
     if value is None:
         return "-"

@@ -96,8 +96,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="live view on a terminal, plain log lines otherwise")
     sel = p.add_argument_group("prompt selection", "which prompts to start and how many (docs/efficient-sampling.md)")
     sel.add_argument("--selection", **one_of(Strategy), default=DEFAULT_STRATEGY,
-                     help="seed: the faithful shuffled-epoch order; informative: skip prompts predicted to give "
-                     "zero reward spread (re-checked, never lost)")
+                     help="seed: the faithful shuffled-epoch order; informative: the same order, skipping prompts "
+                     "on a run of zero-spread groups (at most once per epoch pass, re-tried at a floor); spread: the "
+                     "prompts predicted nearest 50%% pass rate (concentrates; measured to train a worse policy)")
     sel.add_argument("--waves", **one_of(WaveMode), default=DEFAULT_WAVE_MODE,
                      help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
                      "batch with informative groups plus --cushion, topped up after each completion")

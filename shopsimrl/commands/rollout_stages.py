@@ -32,6 +32,7 @@ from shopsimrl.learn.connect import start as start_learning
 from shopsimrl.rollout.clusters import task_categories
 from shopsimrl.rollout.faults import FaultInjectingEnv
 from shopsimrl.rollout.outputs import RunDirError, RunPaths, prepare_run_dir
+from shopsimrl.rollout.report import concentration_summary
 from shopsimrl.rollout.run import RolloutConfig, run_rollout
 from shopsimrl.rollout.runner import agent_runner
 from shopsimrl.rollout.tracking import WandbLogger
@@ -194,6 +195,8 @@ async def _run_steps(args: Any, config: RolloutConfig, runner: Any, task_ids: li
                     f"earlier steps are whole. Free space (or fix the folder) and continue it with --resume.")
             return EXIT_FAILED
         view.summary(result.rows)
+    if concentrated := concentration_summary(result.rows):  # one prompt trained far more than the seed order could
+        console.print(concentrated, markup=False, highlight=False)
     console.print(f"outputs: {result.paths.root}", markup=False, highlight=False)
     return EXIT_OK
 

@@ -156,7 +156,9 @@ def load_run_state(root: Path, last: int, task_ids: Sequence[str], selection: st
         ConsecutiveFailureGuard().load_state_dict(guard)  # checked here, loaded by the run
         if str(saved.get("strategy")) != str(selection):
             raise ValueError(f"its prompt source is {saved.get('strategy')!r}, the run's selection {selection!r}")
-        if [str(t) for t in saved.get("prompt_ids") or ()] != [str(t) for t in task_ids]:
+        evidence = saved.get("evidence")
+        saved_ids = evidence.get("prompt_ids") if isinstance(evidence, dict) else None
+        if not isinstance(saved_ids, list) or [str(t) for t in saved_ids] != [str(t) for t in task_ids]:
             raise ValueError("its prompt source holds other train tasks than the env lists now (another catalog?)")
         source = prompt_source_from_state(saved)
     except (JournalError, ValueError, KeyError, TypeError, IndexError) as exc:

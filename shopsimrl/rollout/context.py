@@ -17,11 +17,11 @@ from shopsimrl.rollout.journal import RunJournal
 from shopsimrl.rollout.outputs import RunPaths
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
 from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, WaveSizer
+from shopsimrl.sampling.step import RolloutStep, new_step
 
 
 @dataclass
@@ -56,15 +56,8 @@ class RunContext:
         return {"prompt_source": self.source.state_dict(), "guard": self.guard.state_dict()}
 
     def rollout_step(self) -> RolloutStep:
-        """A step's sans-I/O object: the run's guard (its streak spans steps), source and staging."""
+        """A step's sans-I/O object: the run's guard (its streak spans steps), source, wave mode and staging."""
         knobs = self.knobs
-        return RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=self.source,
-                           sizer=self.wave_sizer(), guard=self.guard, staging=self.staging)
-
-    def wave_sizer(self) -> WaveSizer:
-        """A fresh sizer for each step: slime's whole waves, or adaptive refills (opt-in)."""
-        knobs, n = self.knobs, self.knobs.n_samples_per_prompt
-        if self.waves is WaveMode.ADAPTIVE:
-            return AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size,
-                                                 self.cushion), n)
-        return FixedWaves(n)
+        return new_step(knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.n_samples_per_prompt,
+                        source=self.source, waves=self.waves, cushion=self.cushion, staging=self.staging,
+                        guard=self.guard)

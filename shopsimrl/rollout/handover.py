@@ -30,6 +30,7 @@ async def hand_over(ctx: RunContext, paths: StepPaths, report: StepReport, *, st
             generated_episodes=sum(len(g.specs) for g in groups.values()),
             coverage=ctx.source.coverage(),
         ))
+    report.metrics.update(ctx.source.trained(groups[i].task_id for i in report.kept))  # concentration, every run
     if ctx.staging is not None:
         report.metrics.update(staged_step_metrics(stage_counts))
     if ctx.learner is not None:

@@ -46,7 +46,7 @@ class RolloutConfig:
     out: Path = DEFAULT_OUT
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
-    selection: Strategy = DEFAULT_STRATEGY  # seed: the faithful order (SeedOrder); informative: PromptSelector
+    selection: Strategy = DEFAULT_STRATEGY  # seed: the faithful order (SeedOrder); informative / spread: skip rules
     waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
     cushion: float = DEFAULT_CUSHION  # adaptive: expected informative groups in flight above the missing
     timeline: bool = False  # write each step's wave_timeline.png
@@ -176,7 +176,7 @@ def run_record(config: RolloutConfig, train_tasks: int, *, clusters: Mapping[str
         "selection": config.selection,
         "waves": config.waves,
         **({"cushion": config.cushion} if config.waves is WaveMode.ADAPTIVE else {}),
-        **({"explore_horizon_epochs": horizon} if config.selection is Strategy.INFORMATIVE else {}),
+        **({"explore_horizon_epochs": horizon} if config.selection is Strategy.SPREAD else {}),
         **({"siblings": config.siblings, "stage_size": config.staging.stage_size,  # type: ignore[union-attr]
             "stage_threshold": config.staging.threshold, "stage_skip_q": config.staging.skip_q}  # type: ignore[union-attr]
            if config.staging is not None else {}),

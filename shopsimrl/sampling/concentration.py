@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: Key prefix of the concentration figures (under the project's rollout/shopsim/ namespace).
@@ -37,6 +37,16 @@ TOP_PROMPTS = 10
 #: A run concentrates when one prompt was trained more than this many times the seed order's bound: the issue's
 #: target for the informative rule (the spread rule reached 24 trainings where the seed order's most was 6).
 CONCENTRATED_FACTOR = 1.5
+
+
+def concentration_line(metrics: Mapping[str, float | None], steps: int) -> str | None:
+    """One line for the end-of-run summary when the figures of a run's last step say it concentrates
+    (``max_trainings_per_prompt > CONCENTRATED_FACTOR × seed_order_bound``); ``None`` otherwise."""
+    most, bound, top = (metrics.get(key) for key in (MAX_TRAININGS_PER_PROMPT, SEED_ORDER_BOUND, TOP10_SHARE))
+    if most is None or bound is None or most <= CONCENTRATED_FACTOR * bound:
+        return None
+    share = "" if top is None else f"; the 10 most-trained prompts took {top:.0%} of trained groups"
+    return f"concentrated: one prompt trained {most:.0f} times in {steps} steps (seed order bound: {bound:.0f}{share})"
 
 
 class Concentration:
@@ -79,14 +89,6 @@ class Concentration:
             TOP10_SHARE: sum(top) / self.total if self.total else 0.0,
             SEED_ORDER_BOUND: float(self.seed_order_bound(prompts)),
         }
-
-    def concentrated(self, prompts: int, steps: int) -> str | None:
-        """One line for the end-of-run summary when the run concentrates (``None`` otherwise)."""
-        most, bound = self.max_trainings(), self.seed_order_bound(prompts)
-        if most <= CONCENTRATED_FACTOR * bound:
-            return None
-        return (f"concentrated: one prompt trained {most} times in {steps} steps (seed order bound: {bound}; "
-                f"the 10 most-trained prompts took {self.metrics(prompts)[TOP10_SHARE]:.0%} of trained groups)")
 
     def state_dict(self) -> dict[str, Any]:
         return {"counts": sorted([i, c] for i, c in self.counts.items()), "handed_out": self.handed_out,

@@ -41,10 +41,7 @@ class Choice(str, Enum):
             raise ValueError(f"{cls.__name__.lower()} must be one of {names}, got {value!r}") from None
 
 
-_Choice = Choice  # the name the classes below were first written against
-
-
-class Strategy(_Choice):
+class Strategy(Choice):
     """Which prompts a step starts."""
 
     SEED = "seed"  # the faithful shuffled-epoch order
@@ -52,7 +49,7 @@ class Strategy(_Choice):
     SPREAD = "spread"  # the prompts predicted nearest 50% pass rate: concentrates, trains a worse policy
 
 
-class WaveMode(_Choice):
+class WaveMode(Choice):
     """How many groups a step starts."""
 
     FIXED = "fixed"  # slime's whole waves of over_sampling_batch_size

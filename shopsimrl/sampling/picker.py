@@ -131,9 +131,11 @@ class Picker:
             self.release(self._ids[i])
         return [self._ids[i] for i in flying]
 
-    def trained(self, prompt_ids: Iterable[Hashable]) -> None:
-        """The prompts whose groups a step trained (kept), told once per step: the concentration counts."""
+    def trained(self, prompt_ids: Iterable[Hashable]) -> dict[str, float]:
+        """The prompts whose groups a step trained (kept), told once per step at its end: counted, and the
+        step's concentration figures returned (``rollout/shopsim/concentration/*``)."""
         self.concentration.trained([self.evidence.index(pid) for pid in prompt_ids], self.epoch)
+        return self.concentration.metrics(len(self._ids))
 
     # -- predictions -----------------------------------------------------------------------------
     def predicted_zero_spread(self, prompt_id: Hashable) -> float:

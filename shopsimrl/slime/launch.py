@@ -43,7 +43,17 @@ from shopsimrl.sampling.knobs import (
     validate_update_knobs,
     validate_wave_knobs,
 )
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, STRATEGIES, WAVE_MODES, WaveMode, is_faithful
+from shopsimrl.sampling.modes import (
+    DEFAULT_STRATEGY,
+    DEFAULT_WAVE_MODE,
+    STRATEGIES,
+    WAVE_MODES,
+    Choice,
+    Strategy,
+    WaveMode,
+    is_faithful,
+)
+from shopsimrl.slime.data import CATEGORY_KEY
 from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, HOOKS, ROLLOUT_FUNCTION_PATH
 
 #: train.py flags the launcher refuses, with why (they would fail mid-run, or train on what they must not).
@@ -120,7 +130,9 @@ class TrainConfig:
     max_consecutive_failed_groups: int = _knob(
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
-    selection: str = _knob("SELECTION", DEFAULT_STRATEGY.value, "seed: slime's own data order; informative: the PromptSelector data source")
+    selection: Strategy = _knob("SELECTION", DEFAULT_STRATEGY, "seed: slime's own data order; informative: the seed "
+                                "order skipping prompts on a run of zero-spread groups; spread: the former rule, "
+                                "measured to train a worse policy (both through our data source)")
     waves: str = _knob("WAVES", DEFAULT_WAVE_MODE.value, "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
     wave_cushion: float | None = _knob(
         "SHOPSIM_WAVE_CUSHION", None, "WAVES=adaptive: expected informative groups kept in hand (unset: the rule's default)",
@@ -226,7 +238,7 @@ class TrainConfig:
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
         if self.selection not in STRATEGIES:
-            problems.append(f"SELECTION must be seed or informative, got {self.selection!r}")
+            problems.append(f"SELECTION must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
         if self.waves not in WAVE_MODES:
             problems.append(f"WAVES must be fixed or adaptive, got {self.waves!r}")
         if self.wave_cushion is not None and self.waves != WaveMode.ADAPTIVE.value:
@@ -257,7 +269,8 @@ class TrainConfig:
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_turns": self.max_turns,
-            **({"shopsim_selection": self.selection} if self._selector_data_source else {}),
+            **({"shopsim_selection": str(self.selection), "shopsim_cluster_key": CATEGORY_KEY}
+               if self._selector_data_source else {}),
             **({"shopsim_wave_cushion": self.wave_cushion} if self.wave_cushion is not None else {}),
         }
         if self.env_token_file:
@@ -448,6 +461,8 @@ def render(command: Sequence[str]) -> str:
 
 
 def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
+    if isinstance(default, Choice):
+        return type(default).parse(raw)
     if kind is float:
         return float(raw)
     if isinstance(default, bool):
@@ -464,6 +479,8 @@ def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
 
 
 def _kind(default: Any, kind: type | None = None) -> str:
+    if isinstance(default, Choice):
+        return "one of " + ", ".join(choice.value for choice in type(default))
     if kind is float:
         return "a number"
     if isinstance(default, bool):

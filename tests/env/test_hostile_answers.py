@@ -5,9 +5,6 @@ its context) answers with endless bodies, lists, wrong types and garbage; every 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +17,7 @@ import pytest
 
 from shopsimrl.agent.episode import run_episode
 from shopsimrl.agent.heuristic import HeuristicPolicy
+from shopsimrl.cli import main
 from shopsimrl.env import wire
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.http_client import BadResponseError, HttpEnvClient
@@ -149,31 +147,32 @@ async def test_a_pool_refuses_a_server_whose_healthz_is_malformed_and_names_it()
             await pool.aclose()
 
 
-def _shopsimrl(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shopsimrl.cli", *args], capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,
-                          env={**os.environ, "SHOPSIMRL_CACHE": str(tmp_path / "cache")})
+def _shopsimrl(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The command in this process (the hostile server runs on a thread of it): exit code and stderr."""
+    code = main(list(args))
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("answer", [[1, 2], GOOD_HEALTH | {"slots": "many"}, ENDLESS],
                          ids=["healthz-a-list", "slots-a-string", "endless"])
-def test_rollout_refuses_a_malformed_healthz_in_one_line(tmp_path: Path, answer: Any) -> None:
+def test_rollout_refuses_a_malformed_healthz_in_one_line(tmp_path: Path, capsys, answer: Any) -> None:
     with hostile_server({"/healthz": answer}) as url:
-        done = _shopsimrl("rollout", "--env", url, "--steps", "1", "--out", str(tmp_path / "runs"), "--view",
-                          "plain", tmp_path=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "bad_response" in done.stderr or "GET /healthz" in done.stderr
+        code, err = _shopsimrl("rollout", "--env", url, "--steps", "1", "--out", str(tmp_path / "runs"), "--view",
+                               "plain", capsys=capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("shopsimrl rollout: refused: ") and "GET /healthz" in err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 @pytest.mark.parametrize("answer", [[1, 2], {"task_ids": [1, 2]}, ENDLESS],
                          ids=["tasks-a-list", "ids-numbers", "endless"])
-def test_data_export_refuses_a_malformed_answer_in_one_line(tmp_path: Path, answer: Any) -> None:
+def test_data_export_refuses_a_malformed_answer_in_one_line(tmp_path: Path, capsys, answer: Any) -> None:
     with hostile_server({"/healthz": [1, 2], "/tasks": answer}) as url:
-        done = _shopsimrl("data", "export", "--env", url, "--out", str(tmp_path / "p.jsonl"), tmp_path=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "[bad_response]" in done.stderr and not (tmp_path / "p.jsonl").exists()
+        code, err = _shopsimrl("data", "export", "--env", url, "--out", str(tmp_path / "p.jsonl"), capsys=capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "[bad_response]" in err and not (tmp_path / "p.jsonl").exists()
 
 
 async def test_a_malformed_step_answer_mid_episode_is_a_technical_failure(env: ShopSimEnv) -> None:

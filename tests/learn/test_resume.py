@@ -65,9 +65,10 @@ class ToyLearner:
         self.policy.set_theta(theta, updates=self.adam.t)
 
 
-def config(out: Path, name: str, steps: int, selection: str = "seed", waves: str = "fixed") -> RolloutConfig:
+def config(out: Path, name: str, steps: int, selection: Strategy | str = Strategy.SEED,
+           waves: WaveMode | str = WaveMode.FIXED) -> RolloutConfig:
     return RolloutConfig(knobs=KNOBS, steps=steps, seed=5, out=out, name=name, episode_concurrency=1,
-                         selection=selection, waves=waves)
+                         selection=Strategy.parse(selection), waves=WaveMode.parse(waves))
 
 
 def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: str) -> Path:

@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.env.build import build_catalog
 from shopsimrl.io import read_jsonl
 from shopsimrl.learn import resume
 from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.learner import GrpoLearner, StateFileError, load_state, restore
 from shopsimrl.learn.policy import LinearPolicy
-from shopsimrl.rollout import cli
 from shopsimrl.rollout.journal import MARKER, step_contents
 from shopsimrl.rollout.outputs import prepare_run_dir
 
@@ -206,11 +206,13 @@ REFUSED: list[tuple[str, Callable[[Path], None], str, bool]] = [
     ("state.json of another strategy resealed", edit_json("step-3/state.json", lambda s: {
         **s, "prompt_source": {**s["prompt_source"], "strategy": "informative"}}), "its prompt source is", True),
     ("state.json without prompt ids resealed", edit_json("step-3/state.json", lambda s: {
-        **s, "prompt_source": without("prompt_ids")(s["prompt_source"])}), "other train tasks", True),
+        **s, "prompt_source": {**s["prompt_source"], "evidence": without("prompt_ids")(s["prompt_source"]["evidence"])}}),
+     "other train tasks", True),
     ("state.json with a negative streak resealed", edit_json("step-3/state.json", lambda s: {
         **s, "guard": {"count": -1, "recent": []}}), "a failure streak is a count", True),
     ("state.json without its selector model resealed", edit_json("step-3/state.json", lambda s: {
-        **s, "prompt_source": without("model")(s["prompt_source"])}), "state.json: 'model'", True),
+        **s, "prompt_source": {**s["prompt_source"], "evidence": without("model")(s["prompt_source"]["evidence"])}}),
+     "state.json: 'model'", True),
     # metrics.json and the markers
     ("metrics.json edited", edit_json("step-2/metrics.json", lambda m: {**m, "train/loss": 0.0}),
      "metrics.json differs", False),
@@ -300,7 +302,7 @@ def prepare(root: Path, record: dict, tasks: list[str]) -> object:
 def damaged(base, tmp_path) -> tuple[Path, dict, list[str]]:
     """A copy of the base run to damage, its run.json record and its train tasks (as the env lists them)."""
     record = json.loads((base / "run.json").read_text())
-    tasks = json.loads((base / "step-1" / "state.json").read_text())["prompt_source"]["prompt_ids"]
+    tasks = json.loads((base / "step-1" / "state.json").read_text())["prompt_source"]["evidence"]["prompt_ids"]
     root = tmp_path / "run"
     shutil.copytree(base, root, symlinks=True)
     return root, record, tasks

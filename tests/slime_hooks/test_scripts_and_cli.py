@@ -332,8 +332,11 @@ def test_data_export_from_the_in_process_catalog_writes_every_train_task(tmp_pat
 
     with load_env(500, 3, tmp_path / "cache") as env:
         expected = env.list_tasks("train")
+        categories = [env.get_task(t).goal["category"] for t in expected]
     assert [r["prompt"] for r in rows] == expected and len(rows) > 0
-    assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train"}
+    # the category is the cluster label the selector data source reads (shopsim_cluster_key: category)
+    assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train", "category": categories[0]}
+    assert [r["metadata"]["category"] for r in rows] == categories
 
 
 # -- the turn cap: SHOPSIM_MAX_TURNS, and its old name SHOPSIM_MAX_STEPS for one release ---------------------------

@@ -23,7 +23,6 @@ N/A where it does not apply:
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,9 +123,12 @@ def check_distinct(leg: dict[str, Any]) -> Outcome:
 def check_replay(leg: dict[str, Any], waves: str) -> Outcome:
     """Our replay of the recorded step (``replay_recorded``: the completions slime filtered, in its order and
     batches) must keep the groups slime trained and count the drops slime logged."""
-    from shopsimrl.sampling import ConsecutiveFailureGuard, ControllerStateError
+    from types import SimpleNamespace
+
+    from shopsimrl.sampling import ConsecutiveFailureGuard, ControllerStateError, TooManyTechnicalFailures
     from shopsimrl.sampling.metrics import dynamic_filter_drop_key
     from shopsimrl.sampling.recorded import replay_recorded
+    from shopsimrl.slime.samples import max_consecutive_failed_groups
 
     if missing := _missing(leg):
         return missing
@@ -135,18 +137,20 @@ def check_replay(leg: dict[str, Any], waves: str) -> Outcome:
     target, wave = int(leg["args"]["rollout_batch_size"]), int(leg["args"]["over_sampling_batch_size"])
     logged = [entry["metrics"] for entry in leg["logged"] if entry["step_key"] == "rollout/step"]
     base = 0  # slime's group index of the step's first group: fixed, what earlier steps submitted; adaptive, handed
+    guard = ConsecutiveFailureGuard(max_consecutive_failed_groups(SimpleNamespace(**leg["args"])))  # the run's
     for step in sorted(leg["trained"], key=int):
         events = leg.get("events", {}).get(step, [])
         if mode is WaveMode.ADAPTIVE:
             handed = [e[1] for e in events if e[0] == "hand"]
             base = handed[0] if handed else base
         try:
-            # the filter hook raises the consecutive-failure stop on slime's path: the replay does not
             done = replay_recorded(_record(events, base, mode), rollout_batch_size=target,
-                                   over_sampling_batch_size=wave, waves=mode,
-                                   guard=ConsecutiveFailureGuard(sys.maxsize))
+                                   over_sampling_batch_size=wave, waves=mode, guard=guard)
         except ControllerStateError as exc:
             problems.append(f"step {step}: the recorded completions break the wave loop's protocol: {exc}")
+            break
+        except TooManyTechnicalFailures as exc:
+            problems.append(f"step {step}: the replay stops on technical groups where the run went on: {exc}")
             break
         kept = sorted(base + i for i in done.kept)
         trained = sorted(trained_groups(leg, step))
