@@ -125,7 +125,7 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
                  "--stage-skip-q": ("-0.1", "1.5", Late("0.5")),  # without --siblings staged
                  "--clusters": ("-1", *HUGE), "--transfer": ("-0.1", "2", Late("0.3"))},  # --transfer without --clusters
     "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
-                    "--jobs": ("0", "99"), "--json": ()},
+                    "--jobs": ("0", "99"), "--json": (), "--timeout": ("0", "-1")},
     "compare": {"runs": ("", "/nonexistent/run", "/etc/hostname"), "--chart": ()},
     "measure": {"--products": PRODUCTS, "--catalog-seed": (), "--cache-dir": (Late("/proc"),), "--seed": (),
                 "--tasks": ("0", "-1", *HUGE), "--siblings": ("0", "-1", *HUGE),

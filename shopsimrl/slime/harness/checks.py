@@ -273,7 +273,8 @@ def check_resume(legs: dict[str, dict[str, Any]], settings: LoopSettings, base: 
         again = {tuple(row[1:]) for row in resume["filtered"].get(key, [])}
         if completed != again:
             problems.append(f"step {step}: the resumed run completed other groups ({len(again - completed)} new, "
-                            f"{len(completed - again)} missing, e.g. {sorted(again ^ completed)[:1]})")
+                            f"{len(completed - again)} missing, e.g. {sorted(again ^ completed)[:1]})"
+                            + _one_step_ahead(full, resume, step))
             break
         a, b = set(trained_groups(full, key)), set(trained_groups(resume, key))
         # slime filters the groups that finished in one event-loop turn in the order of asyncio's done *set*, which
@@ -291,6 +292,19 @@ def check_resume(legs: dict[str, dict[str, Any]], settings: LoopSettings, base: 
         elif ours.exists() and not _same_state(ours, theirs):
             problems.append(f"{name}: the data source's state differs between the resumed and the uninterrupted run")
     return Outcome.of(problems)
+
+
+def _tasks(leg: dict[str, Any], step: int) -> set[str]:
+    return {row[2] for row in leg["filtered"].get(str(step), [])}
+
+
+def _one_step_ahead(full: dict[str, Any], resume: dict[str, Any], step: int) -> str:
+    """Why, when the resumed run's step drew the prompts of the uninterrupted run's next step."""
+    if _tasks(resume, step) and _tasks(resume, step) == _tasks(full, step + 1):
+        return (f": it drew the prompts of the uninterrupted run's step {step + 1} (the data source's state saved "
+                f"with the checkpoint before step {step} was one step ahead; slime's train_async.py saves it after "
+                f"starting the next rollout), so step {step}'s prompts are skipped")
+    return ""
 
 
 def _in_shared_batches(leg: dict[str, Any], step: str) -> set[int]:

@@ -1,4 +1,4 @@
-"""One leg: slime's real ``train()`` (its ``train.py``) run once, in this process, with the stand-ins; what it did goes to JSON.
+"""One leg: slime's real ``train()`` (its ``train.py``, or ``train_async.py`` with ``ASYNC=1``) run once, in this process, with the stand-ins; what it did goes to JSON.
 
 ``python -m shopsimrl.slime.harness.leg SPEC.json`` (the parent, :mod:`.loop`, writes the
 spec and reads ``spec["out"]``).  The argv is our launcher's (:class:`TrainConfig` from the
@@ -253,7 +253,7 @@ def run(spec: dict[str, Any]) -> int:
         argv: list[str] = []
         try:
             argv = launcher_argv(config, sglang.port, spec.get("extra", []))
-            namespace = runpy.run_path(str(Path(spec["slime_src"]) / "train.py"), run_name="slime_train")
+            namespace = runpy.run_path(str(Path(spec["slime_src"]) / config.train_script), run_name="slime_train")
             _observe(recorder)
             _capture_manager()
             sys.argv = ["train.py", *argv]
@@ -268,7 +268,7 @@ def run(spec: dict[str, Any]) -> int:
             error = "".join(traceback.format_exception(exc))
             status = 1
         result = recorder.as_dict()
-        result.update(status=status, error=error, seconds=time.perf_counter() - started, argv=argv,
+        result.update(status=status, error=error, seconds=time.perf_counter() - started, argv=argv, script=config.train_script,
                       generate_after_abort=sglang.generate_after_abort, abort_calls=sglang.abort_calls)
     from shopsimrl.io import atomic_write_text
 
