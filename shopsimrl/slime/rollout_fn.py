@@ -52,7 +52,7 @@ from shopsimrl.sampling.step import (
 )
 from shopsimrl.sampling.verdict import group_label
 from shopsimrl.slime.batch import SlimeBatch
-from shopsimrl.slime.generation import GroupGeneration
+from shopsimrl.slime.group_tasks import GroupGeneration
 from shopsimrl.slime.prompt_groups import DataSourceGroups
 from shopsimrl.slime.samples import max_consecutive_failed_groups, trace_dir
 from shopsimrl.slime.state import hook_state

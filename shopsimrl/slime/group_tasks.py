@@ -1,4 +1,4 @@
-"""slime's generation of the groups a rollout step starts, as asyncio tasks in slime's ``GenerateState``.
+"""slime's tasks for the groups a rollout step starts: asyncio tasks in slime's ``GenerateState``.
 
 A whole group goes through slime's ``generate_and_rm_group``, as in slime's own loop.  A staged
 group's siblings (its first ``K``, later the rest) go one by one through slime's per-sample
