@@ -328,3 +328,16 @@ def test_env_slots_zero_is_refused_by_train(capsys, monkeypatch) -> None:
     monkeypatch.setenv("ENV_SLOTS", "0")
     assert main(["train", "--dry-run"]) == 2
     assert "ENV_SLOTS (episodes at once per env server) must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_ray_serve_without_a_ray_cluster_is_one_line_and_exit_2(tmp_path) -> None:
+    """``--address auto`` with no Ray cluster to find (a fresh Ray temp folder): one line naming --address
+    (without the optional ray package: one line saying how to install it)."""
+    import importlib.util
+
+    has_ray = importlib.util.find_spec("ray") is not None
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "env", "ray-serve", "--products", "10", "--port", "0"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert _one_line(done.stderr).startswith("shopsimrl env ray-serve: refused: " + ("--address auto: " if has_ray else ""))
