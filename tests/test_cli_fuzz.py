@@ -107,7 +107,7 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--eval-every": ("0", "-1", Late("5")),  # without --learner grpo
         "--eval-samples": ("0", "-1"),
     },
-    "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2"),
+    "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2", *HUGE),
                   "--host": (Late("0.0.0.0"), Late("192.0.2.1")),  # beyond loopback without a token
                   "--token-file": (Late("@empty"), Late("@binary"))},
     "env build": dict(CATALOG),
@@ -120,10 +120,10 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
                                                                   Late("@empty", ("--env", "http://127.0.0.1:9"))),
                     "--products": PRODUCTS, "--seed": (), "--cache-dir": (Late("/proc"),)},
     "simulate": {"--steps": ("0", *HUGE), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
-                 "--prompts": ("0", "1", "31"), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
+                 "--prompts": ("0", "1", "31", *HUGE), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
                  "--stage-size": ("0", Late("4")), "--capacity": ("-1", Late("0", ("--siblings", "staged"))),
                  "--stage-skip-q": ("-0.1", "1.5", Late("0.5")),  # without --siblings staged
-                 "--clusters": ("-1",), "--transfer": ("-0.1", "2", Late("0.3"))},  # --transfer without --clusters
+                 "--clusters": ("-1", *HUGE), "--transfer": ("-0.1", "2", Late("0.3"))},  # --transfer without --clusters
     "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
                     "--jobs": ("0", "99"), "--json": (), "--timeout": ("0", "-1")},
     "compare": {"runs": ("", "/nonexistent/run", "/etc/hostname"), "--chart": ()},
@@ -298,6 +298,12 @@ def test_a_fifo_or_a_device_is_refused_by_a_real_process_without_waiting(odd_fil
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "is not a regular file" in _one_line(done.stderr)
+
+
+def test_more_simulated_worlds_than_the_bound_are_one_line_and_exit_2(capsys, no_work, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", "--seeds", *map(str, range(101))]) == 2
+    assert _one_line(capsys.readouterr().err) == "shopsimrl simulate: refused: --seeds: at most 100 worlds, got 101"
 
 
 def test_a_real_process_prints_one_line_and_exits_2() -> None:
