@@ -344,11 +344,25 @@ def _in_shared_batches(leg: dict[str, Any], step: str) -> set[int]:
 
 def _same_state(a: Path, b: Path) -> bool:
     if a.suffix == ".json":
-        return json.loads(a.read_text()) == json.loads(b.read_text())
+        return _tie_free(json.loads(a.read_text())) == _tie_free(json.loads(b.read_text()))
     import pickle
 
     with open(a, "rb") as fa, open(b, "rb") as fb:
         return pickle.load(fa) == pickle.load(fb)
+
+
+def _tie_free(state: Any) -> Any:
+    """The data source's state without what follows slime's choice among groups that finished in one event-loop
+    turn (see :func:`check_resume`): which prompts the trained-prompt counts (``Concentration``) name.  Their sum,
+    the trained groups, stays; so does everything else, the selector's records of completed groups included."""
+    if isinstance(state, dict):
+        if {"counts", "epoch_prompts"} <= state.keys():
+            return {**{k: _tie_free(v) for k, v in state.items() if k not in ("counts", "epoch_prompts")},
+                    "trained_groups": sum(int(n) for _, n in state["counts"])}
+        return {k: _tie_free(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_tie_free(v) for v in state]
+    return state
 
 
 def checks(legs: dict[str, dict[str, Any]], waves: str, settings: LoopSettings, base: Path) -> dict[str, Outcome]:
