@@ -393,11 +393,21 @@ def _in_shared_batches(leg: dict[str, Any], step: str) -> set[int]:
 
 def _same_state(a: Path, b: Path) -> bool:
     if a.suffix == ".json":
-        return json.loads(a.read_text()) == json.loads(b.read_text())
+        return _comparable(json.loads(a.read_text())) == _comparable(json.loads(b.read_text()))
     import pickle
 
     with open(a, "rb") as fa, open(b, "rb") as fb:
         return pickle.load(fa) == pickle.load(fb)
+
+
+def _comparable(state: dict[str, Any]) -> dict[str, Any]:
+    """The data source's state with its concentration counts as totals: they follow the trained groups, and which
+    groups of a tied batch slime keeps differs between processes (``check_resume`` allows it)."""
+    counts = (state.get("selector") or {}).get("concentration")
+    if counts:
+        counts["counts"] = sum(n for _, n in counts["counts"])
+        del counts["epoch_prompts"]
+    return state
 
 
 def checks(result: ConfigurationResult, settings: LoopSettings, base: Path) -> dict[str, list[str]]:
