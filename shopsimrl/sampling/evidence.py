@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, fit_population
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
@@ -43,7 +44,7 @@ POPULATION_FIT_DECAY = 0.995
 POPULATION_FIT_MIN_GROUPS = 16.0
 
 
-class NotEnoughPromptsError(ValueError):
+class NotEnoughPromptsError(Refusal, ValueError):
     """More prompts were asked for than are out of flight."""
 
 

@@ -12,13 +12,13 @@ from collections.abc import Hashable
 from typing import Any
 
 from shopsimrl.sampling.estimate import zero_spread_probability
-from shopsimrl.sampling.modes import _Choice
+from shopsimrl.sampling.modes import Choice
 from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.spread import SpreadPicker
 from shopsimrl.simulate.model import World
 
 
-class Oracle(_Choice):
+class Oracle(Choice):
     """The simulator's own selections beside :class:`~shopsimrl.sampling.modes.Strategy`: upper bounds, never run
     for real."""
 

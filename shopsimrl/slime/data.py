@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import UsageError
 from shopsimrl.io import atomic_write_jsonl
 
 #: The metadata key of a prompt's ShopSim category (set ``shopsim_cluster_key`` to it for labelled selection).
@@ -33,6 +34,6 @@ async def export_prompts(env: Any, split: str, out: str | Path) -> int:
 
     task_ids = list(await env.list_tasks(split))
     if not task_ids:
-        raise ValueError(f"the env lists no tasks for split {split!r}")
+        raise UsageError(f"the env lists no tasks for split {split!r}")
     atomic_write_jsonl(out, prompt_records(task_ids, split, await task_categories(env, task_ids)))
     return len(task_ids)

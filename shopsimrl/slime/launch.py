@@ -30,6 +30,7 @@ from typing import Any
 
 from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
+from shopsimrl.errors import Refusal
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling import KnobError, SamplingKnobs
 from shopsimrl.sampling.knobs import (
@@ -47,9 +48,9 @@ from shopsimrl.sampling.modes import (
     DEFAULT_WAVE_MODE,
     STRATEGIES,
     WAVE_MODES,
+    Choice,
     Strategy,
     WaveMode,
-    _Choice,
     is_faithful,
 )
 from shopsimrl.slime.data import CATEGORY_KEY
@@ -85,7 +86,7 @@ INSTALL_HINT = (
 )
 
 
-class LaunchError(ValueError):
+class LaunchError(Refusal, ValueError):
     """A knob or installation problem; the message says what to change."""
 
 
@@ -155,6 +156,7 @@ class TrainConfig:
     actor_num_nodes: int = _knob("ACTOR_NUM_NODES", 1, "training nodes")
     actor_num_gpus_per_node: int = _knob("ACTOR_NUM_GPUS_PER_NODE", 8, "training GPUs per node")
     colocate: bool = _knob("COLOCATE", True, "1: training and SGLang share the GPUs; 0: ROLLOUT_NUM_GPUS separate ones")
+    async_loop: bool = _knob("ASYNC", False, "1: slime's train_async.py, rollout k+1 while step k trains (needs COLOCATE=0)")
     rollout_num_gpus: int = _knob("ROLLOUT_NUM_GPUS", 0, "SGLang GPUs when COLOCATE=0")
     tensor_parallel_size: int = _knob("TENSOR_PARALLEL_SIZE", 2, "Megatron tensor parallel size")
     rollout_num_gpus_per_engine: int = _knob("ROLLOUT_NUM_GPUS_PER_ENGINE", 2, "SGLang tensor parallel size per engine")
@@ -280,6 +282,7 @@ class TrainConfig:
 
         A flag of :data:`REFUSED_FLAGS` in ``extra`` is refused here, at launch, not mid-run.
         """
+        self.check_loop()
         refused = [REFUSED_FLAGS[flag] for flag in REFUSED_FLAGS if any(a == flag or a.startswith(flag + "=") for a in extra)]
         if refused:
             raise LaunchError("; ".join(refused))
@@ -352,17 +355,34 @@ class TrainConfig:
 
     def command(self, extra: Sequence[str] = ()) -> list[str]:
         """The whole command: ``ray job submit ... -- python3 train.py ...`` or ``env ... python3 train.py ...``."""
-        train = [self.python, str(Path(self.slime_dir) / "train.py"), *self.train_args(extra)]
+        train = [self.python, str(Path(self.slime_dir) / self.train_script), *self.train_args(extra)]
         if self.launcher == "ray":
             runtime_env = json.dumps({"env_vars": self.job_env()}, sort_keys=True)
             return ["ray", "job", "submit", "--address", self.ray_address, "--runtime-env-json", runtime_env, "--", *train]
         return ["env", *(f"{k}={v}" for k, v in self.job_env().items()), *train]
 
+    @property
+    def train_script(self) -> str:
+        """The slime loop that runs: ``train.py``, or ``train_async.py`` with ASYNC=1."""
+        return "train_async.py" if self.async_loop else "train.py"
+
+    def check_loop(self) -> None:
+        """ASYNC=1: what slime's train_async.py refuses, refused before anything starts, in one line."""
+        if not self.async_loop:
+            return
+        if self.colocate:
+            raise LaunchError("ASYNC=1 runs slime's train_async.py, which refuses colocation (it asserts --colocate "
+                              "is off): set COLOCATE=0 and ROLLOUT_NUM_GPUS")
+        slime = Path(self.slime_dir)
+        if (slime / "train.py").is_file() and not (slime / self.train_script).is_file():
+            raise LaunchError(f"ASYNC=1 runs slime's train_async.py, which SLIME_DIR={self.slime_dir} does not have: "
+                              "use a slime that ships it, or unset ASYNC")
+
     def check_installed(self) -> None:
         """slime's ``train.py`` and the launcher must exist; the message says how to install."""
         problems = []
-        if not (Path(self.slime_dir) / "train.py").is_file():
-            problems.append(f"slime not found: no train.py in SLIME_DIR={self.slime_dir}")
+        if not (Path(self.slime_dir) / self.train_script).is_file():
+            problems.append(f"slime not found: no {self.train_script} in SLIME_DIR={self.slime_dir}")
         launcher = "ray" if self.launcher == "ray" else self.python
         if shutil.which(launcher) is None:
             problems.append(f"{launcher!r} is not on PATH")
@@ -441,7 +461,7 @@ def render(command: Sequence[str]) -> str:
 
 
 def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
-    if isinstance(default, _Choice):
+    if isinstance(default, Choice):
         return type(default).parse(raw)
     if kind is float:
         return float(raw)
@@ -459,7 +479,7 @@ def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
 
 
 def _kind(default: Any, kind: type | None = None) -> str:
-    if isinstance(default, _Choice):
+    if isinstance(default, Choice):
         return "one of " + ", ".join(choice.value for choice in type(default))
     if kind is float:
         return "a number"

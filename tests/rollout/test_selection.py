@@ -10,7 +10,8 @@ import pytest
 from rollout.fakes import jittered, load_events, read_json
 
 from shopsimrl.agent.heuristic import LEARNING_DECAY, HeuristicPolicy
-from shopsimrl.rollout import RolloutConfig, cli, run_rollout
+from shopsimrl.commands import rollout as cli
+from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner
 from shopsimrl.sampling import SamplingKnobs
 from shopsimrl.sampling.concentration import (
@@ -19,6 +20,7 @@ from shopsimrl.sampling.concentration import (
     SEED_ORDER_BOUND,
     TOP10_SHARE,
 )
+from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_sampling_batch_size=8,
@@ -27,7 +29,7 @@ KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_samplin
 
 def run(tmp_path, *, selection, waves, steps=4, learner=None, timeline=False):
     config = RolloutConfig(knobs=KNOBS, steps=steps, seed=0, out=tmp_path, name=f"{selection}-{waves}",
-                           selection=selection, waves=waves, timeline=timeline)
+                           selection=Strategy(selection), waves=WaveMode(waves), timeline=timeline)
     tasks = [f"task-{i:04d}" for i in range(60)]
     return asyncio.run(run_rollout(config, synthetic_runner(delay=jittered()), tasks, learner=learner))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.env.inprocess import InProcessEnvClient
-from shopsimrl.rollout import cli
 from shopsimrl.rollout.clusters import task_categories
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
 

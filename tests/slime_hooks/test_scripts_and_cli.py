@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from agent.fakes import TASK, FakeEnv
+from local_processes import alive, free_port
 
 from shopsimrl.cli import main as cli_main
 from shopsimrl.io import read_jsonl
@@ -226,7 +226,7 @@ def test_export_refuses_in_process_options_with_an_env_url(tmp_path):
     assert result.returncode == 2 and "--products" in result.stderr
 
 
-@pytest.mark.parametrize("module", ["shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.slime.cli",
+@pytest.mark.parametrize("module", ["shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.commands.train",
                                     "shopsimrl.slime.launch", "shopsimrl.slime.policy"])
 def test_imports_load_no_heavy_dependency(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
@@ -279,20 +279,6 @@ def fake_python(tmp_path: Path, serve: str) -> Path:
     wrapper.chmod(0o755)
     (tmp_path / "model.sh").write_text("MODEL_ARGS=(--num-layers 2)\n")
     return wrapper
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def full_env(tmp_path: Path, serve: str, **extra: str) -> dict[str, str]:
