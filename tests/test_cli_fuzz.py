@@ -51,6 +51,7 @@ ODD_FILES: dict[str, bytes | str] = {
     "empty": b"",
     "binary": bytes(range(256)) * 4,
     "unicode": "шаг,раунд,成功率\n1,0,✓\n",  # UTF-8 text, but not what any command reads
+    "bool_duration": '[["varied", true]]',  # a supply whose duration is JSON true
     "header": "step,round,technical_drops,zero_std_drops,completed_groups,train_groups,zero_std_groups_in_batch,"
               "success_rate,all_wrong_group_rate,rollout_time_s,verdict,duration\n",  # a CSV header alone
     "fifo": "FIFO",  # a named pipe: opening it for reading would wait forever for a writer
@@ -114,7 +115,7 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
     "env play": dict(CATALOG),
     "env ray-serve": {**CATALOG, **SERVER, "--port": ("-1", "70000"), "--per-node": ("0",), "--token-file": (),
                       "--urls-file": (), "--cache-dir": ()},  # each node builds its own catalog: checked there
-    "replay": {"supply": CONTENT, "--rollout-batch-size": ("0",), "--over-sampling-batch-size": ("0", Late("4")),
+    "replay": {"supply": (*CONTENT, Late("@bool_duration")), "--rollout-batch-size": ("0",), "--over-sampling-batch-size": ("0", Late("4")),
                "--max-consecutive-failed-groups": ("0",)},
     "data export": {"--out": (), "--env": (), "--env-token-file": (Late("/etc/hostname"),  # without --env
                                                                   Late("@empty", ("--env", "http://127.0.0.1:9"))),
@@ -328,3 +329,16 @@ def test_env_slots_zero_is_refused_by_train(capsys, monkeypatch) -> None:
     monkeypatch.setenv("ENV_SLOTS", "0")
     assert main(["train", "--dry-run"]) == 2
     assert "ENV_SLOTS (episodes at once per env server) must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_ray_serve_without_a_ray_cluster_is_one_line_and_exit_2(tmp_path) -> None:
+    """``--address auto`` with no Ray cluster to find (a fresh Ray temp folder): one line naming --address
+    (without the optional ray package: one line saying how to install it)."""
+    import importlib.util
+
+    has_ray = importlib.util.find_spec("ray") is not None
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "env", "ray-serve", "--products", "10", "--port", "0"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert _one_line(done.stderr).startswith("shopsimrl env ray-serve: refused: " + ("--address auto: " if has_ray else ""))

@@ -182,8 +182,8 @@ REFUSED: list[tuple[str, Callable[[Path], None], str, bool]] = [
           ("empty", write("step-3/policy.npz", b""), "is not a saved policy", "differs from what step 3 wrote"),
           ("garbage", write("step-3/policy.npz", os.urandom(300)), "is not a saved policy", "differs from"),
           ("missing", remove("step-3/policy.npz"), "policy.npz is missing", "policy.npz is missing"),
-          ("a directory", to_directory("step-3/policy.npz"), "is not a regular file", "policy.npz is missing"),
-          ("a symlink", to_symlink("step-3/policy.npz", "step-2/policy.npz"), "a symbolic link", "is missing"),
+          ("a directory", to_directory("step-3/policy.npz"), "is not a regular file", "policy.npz is not a regular file"),
+          ("a symlink", to_symlink("step-3/policy.npz", "step-2/policy.npz"), "a symbolic link", "is not a regular file"),
           ("of step 2", copy_file_of("step-2/policy.npz", "step-3/policy.npz"), "not by step 3", "differs from what step 3"),
           *[(f"without {key}", npz(**{key: None}), f"lacks {key}", "differs from") for key in
             ("theta", "names", "m", "v", "t", "lr")],

@@ -36,7 +36,7 @@ def test_the_legs_ran_slimes_train_async(async_run):
     assert async_run.name == "SELECTION=informative WAVES=fixed ASYNC=1"
 
 
-@pytest.mark.parametrize("check", ["loop", "batch", "distinct", "replay", "selector", "metrics"])
+@pytest.mark.parametrize("check", ["loop", "batch", "distinct", "replay", "selector", "feedback", "metrics"])
 def test_the_checks_hold_in_the_async_loop(async_run, check):
     outcome = async_run.checks[check]
     assert (outcome.status, outcome.problems) == (Status.PASS, ()), f"{check}: {outcome}"
