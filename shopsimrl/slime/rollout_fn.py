@@ -37,8 +37,8 @@ from typing import Any
 
 from shopsimrl.sampling import GroupDecision
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
-from shopsimrl.sampling.modes import WaveMode
-from shopsimrl.sampling.staged import Siblings, StagedSiblings, staged_step_metrics
+from shopsimrl.sampling.modes import Siblings, WaveMode
+from shopsimrl.sampling.staged import StagedSiblings, staged_step_metrics
 from shopsimrl.sampling.step import (
     Action,
     Completion,
