@@ -59,6 +59,7 @@ from shopsimrl.slime.state import hook_state
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
+    # slime: only inside slime's process, never at import
     from slime.rollout import sglang_rollout
     from slime.rollout.base_types import RolloutFnTrainOutput
     from slime.utils.async_utils import run
@@ -81,6 +82,7 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
 
     A pump around the step: :class:`GroupGeneration` runs the groups it starts, :class:`SlimeBatch` judges them
     with slime's filter call and assembles the batch."""
+    # slime: only inside slime's process, never at import
     from slime.rollout import sglang_rollout
 
     step = rollout_step(args, data_source)
