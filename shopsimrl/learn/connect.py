@@ -87,7 +87,7 @@ async def start(args: argparse.Namespace, policy: Any, env: Any, paths: Any, con
     learner = None
     if args.learner == "grpo":
         from shopsimrl.learn.learner import EvalPlan, GrpoLearner
-        from shopsimrl.rollout.runner import agent_runner
+        from shopsimrl.rollout.episode_runner import agent_runner
 
         plan = None
         if args.eval_every:
