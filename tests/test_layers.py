@@ -33,7 +33,6 @@ MAX_LINES = 450
 MAX_COMMAND_LINES = 250
 #: modules over MAX_LINES today, and the round that splits them
 KNOWN_LONG: dict[str, str] = {
-    "env/pool.py": "not split yet",
     "slime/launch.py": "not split yet",
 }
 #: modules with imports inside functions that do not yet say why (each was being edited elsewhere when the

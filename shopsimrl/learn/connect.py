@@ -15,8 +15,8 @@ from shopsimrl.agent import make_policy
 from shopsimrl.argtypes import DeprecatedFlag, int_range
 from shopsimrl.learn import resume
 from shopsimrl.learn.defaults import DEFAULT_LEARNER, EVAL_SAMPLES_PER_TASK, LEARNERS
+from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.run import run_record
-from shopsimrl.rollout.runner import agent_runner
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
