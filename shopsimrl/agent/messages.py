@@ -25,6 +25,24 @@ DEFAULT_SYSTEM_PROMPT = (
     "Each tool result shows the page you are now on."
 )
 
+# With constrained actions (``--action-format constrained``, agent/constrained.py) the reply is the
+# action's JSON itself, no tool call: the prompt says so, and offers no tools.
+CONSTRAINED_SYSTEM_PROMPT = (
+    "You are a shopping agent in the ShopSim web shop. Buy the product the user's instruction "
+    "describes, with the requested options and within the budget.\n"
+    "Reply with exactly one JSON action and nothing else:\n"
+    '{"name": "search", "arguments": {"query": "<keywords>"}} on the search page, or\n'
+    '{"name": "click", "arguments": {"value": "<one of the values the page lists>"}} to click a link, '
+    "a product id, an option value or 'buy now'.\n"
+    "Each message after yours shows the page you are now on."
+)
+
+
+def default_system_prompt(action_format: str) -> str:
+    """The built-in system prompt of an action format (``tools`` or ``constrained``)."""
+    return CONSTRAINED_SYSTEM_PROMPT if action_format == "constrained" else DEFAULT_SYSTEM_PROMPT
+
+
 # The tools offered on every request of an episode: the same list on every page (what a
 # page accepts is in its text), so the rendered prompt never changes in front of the new turn.
 EPISODE_TOOLS: Final[list[dict[str, Any]]] = all_tools()
