@@ -6,21 +6,28 @@ to a JSON schema (llama.cpp's ``response_format`` / ``json_schema``, SGLang's ``
 parameter, vLLM's guided decoding). With ``constrained``, each request carries the schema of the
 current page's actions, built from the tools the page offers (:func:`action_schema`):
 
-- ``{"name": "search", "arguments": {"query": "<free text>"}}`` where the page has a search box;
+- ``{"name": "search", "arguments": {"query": "<words>"}}`` where the page has a search box (a free
+  query of words, at most :data:`CONSTRAINED_QUERY_MAX_CHARS` characters);
 - ``{"name": "click", "arguments": {"value": <one of the page's clickables>}}`` otherwise (an enum).
+
+``constrained-words`` is the same with a narrower query: 1 to :data:`CONSTRAINED_QUERY_MAX_WORDS` words,
+each a word of the task's instruction. A 135M model's free queries are mostly not words of the shop
+("search", digits, the prompt's own placeholders), so its searches find nothing; drawn from the
+instruction, every query finds products and an episode can reach a purchase (docs/real-model.md).
 
 The reply's JSON is the action (:func:`turn_from_reply`): it becomes the one tool call of the turn
 and goes through the same protocol check as a tool call. A reply that still does not parse (the
 server ignored the schema, or the reply was cut) is the model's mistake, scored as today: a length
 cut ends the episode as ``generation_length``, anything else is ``invalid_arguments``.
 
-The query is capped at :data:`CONSTRAINED_QUERY_MAX_CHARS` characters in the schema, so a reply
-always closes within a small token budget (a free string could otherwise run to ``max_tokens``).
+The query's bound keeps a reply within a small token budget (a free string could otherwise run to
+``max_tokens``): about 30 tokens of JSON around at most 48 characters of words.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -30,10 +37,18 @@ from shopsimrl.env.types import Observation
 
 TOOLS_FORMAT: Final = "tools"
 CONSTRAINED_FORMAT: Final = "constrained"
-ACTION_FORMATS: Final = (TOOLS_FORMAT, CONSTRAINED_FORMAT)
+WORDS_FORMAT: Final = "constrained-words"  # constrained, the query made of the instruction's own words
+ACTION_FORMATS: Final = (TOOLS_FORMAT, CONSTRAINED_FORMAT, WORDS_FORMAT)
+CONSTRAINED_FORMATS: Final = (CONSTRAINED_FORMAT, WORDS_FORMAT)
 DEFAULT_ACTION_FORMAT: Final = TOOLS_FORMAT
-# Characters of a search query under the schema: enough for a product type and a few attributes.
-CONSTRAINED_QUERY_MAX_CHARS: Final = 80
+# A search query under the schema: words (letters, digits, a little punctuation), enough for a product
+# type and a few attributes. The bound keeps every reply within a small token budget: a free string lets
+# a small model write digits or markup (one token a character) until max_tokens cuts the reply.
+CONSTRAINED_QUERY_MAX_CHARS: Final = 48
+CONSTRAINED_QUERY_PATTERN: Final = f"^[A-Za-z0-9][A-Za-z0-9 ,.'-]{{0,{CONSTRAINED_QUERY_MAX_CHARS - 1}}}$"
+# constrained-words: a query of 1 to this many words, each a word of the task's instruction
+CONSTRAINED_QUERY_MAX_WORDS: Final = 6
+_WORD = re.compile(r"[a-z0-9]+")
 
 class UnknownActionFormat(ValueError):
     """An action format other than :data:`ACTION_FORMATS`."""
@@ -43,6 +58,17 @@ def check_action_format(value: str) -> str:
     if value not in ACTION_FORMATS:
         raise UnknownActionFormat(f"unknown action format {value!r}: use one of {', '.join(ACTION_FORMATS)}")
     return value
+
+
+def instruction_words(instruction: str) -> list[str]:
+    """The distinct words of an instruction (lower case letters and digits), in order of appearance."""
+    return list(dict.fromkeys(_WORD.findall(instruction.lower())))
+
+
+def words_query_pattern(words: Sequence[str]) -> str:
+    """A query of 1..:data:`CONSTRAINED_QUERY_MAX_WORDS` words, each one of ``words`` (letters and digits only)."""
+    word = "(" + "|".join(w for w in words if _WORD.fullmatch(w)) + ")"
+    return f"^{word}( {word}){{0,{CONSTRAINED_QUERY_MAX_WORDS - 1}}}$"
 
 
 def page_tools(observation: Observation) -> list[dict[str, Any]]:
@@ -59,16 +85,23 @@ def page_tools(observation: Observation) -> list[dict[str, Any]]:
     return tools
 
 
-def page_action_schema(observation: Observation) -> dict[str, Any] | None:
+def page_action_schema(observation: Observation, query_words: Sequence[str] | None = None) -> dict[str, Any] | None:
     """The schema of the actions valid on this page (see :func:`action_schema`)."""
-    return action_schema(page_tools(observation))
+    return action_schema(page_tools(observation), query_words)
 
 
-def action_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def schema_for(action_format: str, observation: Observation, instruction: str) -> dict[str, Any] | None:
+    """The schema a request of ``action_format`` carries on this page (``None`` for tool calls)."""
+    if action_format not in CONSTRAINED_FORMATS:
+        return None
+    return page_action_schema(observation, instruction_words(instruction) if action_format == WORDS_FORMAT else None)
+
+
+def action_schema(tools: Sequence[Mapping[str, Any]], query_words: Sequence[str] | None = None) -> dict[str, Any] | None:
     """The JSON schema admitting exactly the actions of a page, from the tools it offers.
 
     One object schema per tool (``name`` a constant, ``arguments`` the tool's parameters with no
-    extra keys; a free string gets 1..:data:`CONSTRAINED_QUERY_MAX_CHARS` characters), joined with
+    extra keys; a free string becomes a query of words, :data:`CONSTRAINED_QUERY_PATTERN`), joined with
     ``anyOf`` when the page offers more than one. ``None`` when the page offers no tool.
     """
     variants = []
@@ -77,7 +110,7 @@ def action_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             continue
         parameters = function.get("parameters") or {}
-        properties = {key: _argument_schema(value) for key, value in (parameters.get("properties") or {}).items()}
+        properties = {key: _argument_schema(value, query_words) for key, value in (parameters.get("properties") or {}).items()}
         variants.append({
             "type": "object",
             "properties": {
@@ -93,14 +126,16 @@ def action_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
-def _argument_schema(schema: Any) -> dict[str, Any]:
+def _argument_schema(schema: Any, query_words: Sequence[str] | None) -> dict[str, Any]:
     if not isinstance(schema, Mapping) or schema.get("type") != "string":
         return dict(schema) if isinstance(schema, Mapping) else {}
     if "enum" in schema:
         return {"type": "string", "enum": list(schema["enum"])}
-    limit = schema.get("maxLength")
-    cap = CONSTRAINED_QUERY_MAX_CHARS if not isinstance(limit, int) else min(limit, CONSTRAINED_QUERY_MAX_CHARS)
-    return {"type": "string", "minLength": 1, "maxLength": cap}
+    if query_words:
+        return {"type": "string", "pattern": words_query_pattern(query_words)}
+    # the pattern bounds the length too (servers that compile a pattern may ignore min/maxLength)
+    return {"type": "string", "minLength": 1, "maxLength": CONSTRAINED_QUERY_MAX_CHARS,
+            "pattern": CONSTRAINED_QUERY_PATTERN}
 
 
 def turn_from_reply(text: str | None, finish_reason: str, *, prompt_tokens: int | None = None,

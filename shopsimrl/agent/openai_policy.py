@@ -49,10 +49,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from shopsimrl.agent.constrained import (
-    CONSTRAINED_FORMAT,
+    CONSTRAINED_FORMATS,
     DEFAULT_ACTION_FORMAT,
     check_action_format,
-    page_action_schema,
+    schema_for,
     turn_from_reply,
 )
 from shopsimrl.agent.messages import EPISODE_TOOLS, default_system_prompt, first_user_message, observation_message
@@ -127,7 +127,7 @@ class OpenAIPolicyOptions:
 
     @property
     def constrained(self) -> bool:
-        return self.action_format == CONSTRAINED_FORMAT
+        return self.action_format in CONSTRAINED_FORMATS
 
     @property
     def prompt(self) -> str:
@@ -331,7 +331,7 @@ class _OpenAIEpisode:
                 return PolicyTurn(text=None, finish_reason="length", prompt_tokens=None, completion_tokens=None)
             max_tokens = min(max_tokens, room)
         seed = request_seed(self._seed, turn) if opts.send_seed else None
-        schema = page_action_schema(observation) if opts.constrained else None
+        schema = schema_for(opts.action_format, observation, self._task.instruction)
         request = self._policy.request(self._messages, max_tokens=max_tokens, seed=seed, schema=schema)
         response = await self._policy.complete(request)
         if isinstance(response, _ModelMistake):

@@ -34,10 +34,10 @@ from typing import Any
 import httpx
 
 from shopsimrl.agent.constrained import (
-    CONSTRAINED_FORMAT,
+    CONSTRAINED_FORMATS,
     DEFAULT_ACTION_FORMAT,
     check_action_format,
-    page_action_schema,
+    schema_for,
     turn_from_reply,
 )
 from shopsimrl.agent.messages import default_system_prompt, first_user_message, observation_message
@@ -168,7 +168,7 @@ class SGLangSettings:
 
     @property
     def constrained(self) -> bool:
-        return self.action_format == CONSTRAINED_FORMAT
+        return self.action_format in CONSTRAINED_FORMATS
 
     @property
     def prompt(self) -> str:
@@ -256,7 +256,7 @@ class SGLangTokenEpisode:
         if budget <= 0:  # the episode's token budget is spent: the loop ends it as generation_length
             return self._budget_spent()
         constrained = self._policy.settings.constrained
-        schema = page_action_schema(observation) if constrained else None
+        schema = schema_for(self._policy.settings.action_format, observation, self._task.instruction)
         output = await self._policy.generate(ledger.all_ids, budget, schema)
         meta = output.get("meta_info") or {}
         finish = (meta.get("finish_reason") or {}).get("type")

@@ -103,7 +103,7 @@ def test_a_reply_cut_before_the_action_closed_is_a_generation_cut() -> None:
 
 def test_an_unknown_action_format_is_refused_with_the_choices() -> None:
     assert [check_action_format(name) for name in ACTION_FORMATS] == list(ACTION_FORMATS)
-    with pytest.raises(UnknownActionFormat, match="unknown action format 'json': use one of tools, constrained"):
+    with pytest.raises(UnknownActionFormat, match="unknown action format 'json': use one of tools, constrained, constrained-words"):
         check_action_format("json")
     with pytest.raises(ValueError, match="unknown action format"):
         make_policy("openai", action_format="json")
@@ -171,3 +171,18 @@ async def test_a_server_that_refuses_the_schema_makes_the_episode_technical(serv
     assert not result.scored
     assert "json_schema is not supported" in json.dumps(result.error)
     assert len(server.requests) == 1  # a refusal is not retried
+
+
+def test_constrained_words_admits_queries_of_the_instructions_words_only() -> None:
+    from shopsimrl.agent.constrained import CONSTRAINED_QUERY_MAX_WORDS, instruction_words, schema_for
+
+    page = observation("search")
+    assert instruction_words(TASK.instruction)[:4] == ["i", "need", "red", "hiking"]
+    schema = schema_for("constrained-words", page, TASK.instruction)
+    assert schema is not None
+    for query in ("red hiking boots", "boots", "size 9 red", " ".join(["red"] * CONSTRAINED_QUERY_MAX_WORDS)):
+        assert admits(schema, {"name": "search", "arguments": {"query": query}}), query
+    for query in ("blue boots", "red  boots", "red hiking boots!", "", " ".join(["red"] * (CONSTRAINED_QUERY_MAX_WORDS + 1))):
+        assert not admits(schema, {"name": "search", "arguments": {"query": query}}), query
+    assert schema_for("constrained", page, TASK.instruction) == page_action_schema(page)
+    assert schema_for("tools", page, TASK.instruction) is None
