@@ -40,10 +40,10 @@ ROLLOUT_KNOBS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--
                  "--episode-concurrency", "2", "--steps", "1", "--seed", "0", "--send-seed",
                  "--max-context-tokens", "8192", "--temperature", "0.6"]
 # Constrained actions, the query made of the instruction's words, sized for a 2-core CI machine: one group
-# of 4 siblings, 4 turns each; a zero-spread group is kept by fallback at once (docs/real-model.md).
+# of 4 siblings, 3 turns each; a zero-spread group is kept by fallback at once (docs/real-model.md).
 CONSTRAINED_KNOBS = ["--action-format", "constrained-words", "--rollout-batch-size", "1", "--n-samples-per-prompt", "4",
                      "--over-sampling-batch-size", "1", "--global-batch-size", "4", "--max-consecutive-failed-groups", "1",
-                     "--max-turns", "4", "--max-tokens", "96", "--products", "2000", "--episode-concurrency", "2",
+                     "--max-turns", "3", "--max-tokens", "96", "--products", "2000", "--episode-concurrency", "2",
                      "--steps", "1", "--seed", "0", "--send-seed", "--max-context-tokens", "8192", "--temperature", "1.0"]
 REPORT: dict[str, Any] = {}
 
@@ -96,8 +96,7 @@ def test_a_constrained_rollout_step_turns_every_reply_into_an_env_action(llama_s
     assert result["trained_groups"] == 1, result
     if result["groups_with_spread"] == 0:  # no informative group: the step's group is kept by fallback
         assert set(result["trained_decisions"]) == {"fallback"}, result
-    cached, processed = result["prompt_tokens_from_cache"], result["prompt_tokens_processed"]
-    assert cached / max(1, cached + processed) >= 0.9, result  # the append-only conversation stays cache-friendly
+    # prefix reuse of the constrained conversation: test_the_server_reuses_the_previous_prompt_on_every_turn
 
 
 def test_what_llama_cpp_reports_as_the_logprob_of_a_constrained_token(llama_server: LlamaServer) -> None:
@@ -264,7 +263,9 @@ def test_the_slime_generate_hook_is_token_exact_on_the_real_server(llama_server:
     _write_report()
 
 
-def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: LlamaServer, small_catalog: Path) -> None:
+@pytest.mark.parametrize("action_format", ["tools", "constrained-words"])
+def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: LlamaServer, small_catalog: Path,
+                                                             action_format: str) -> None:
     """The fixed tool list and the append-only conversation let llama-server's prefix cache reuse each prompt.
 
     Episodes run one at a time, so the server's counters before and after each request
@@ -291,7 +292,8 @@ def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: Llama
                 cached = _delta(after, before, "prompt_tokens_cached_total")
                 self.prompts.append((self.episode, int(processed + cached), int(cached)))
 
-    policy = Recording(base_url=f"{llama_server.url}/v1", model="smollm2", max_tokens=64, send_seed=True, timeout=300.0)
+    policy = Recording(base_url=f"{llama_server.url}/v1", model="smollm2", send_seed=True, timeout=300.0,
+                       max_tokens=64 if action_format == "tools" else 96, action_format=action_format)
 
     def later_turns() -> list[float]:
         pairs = zip(policy.prompts, policy.prompts[1:])
@@ -316,7 +318,7 @@ def test_the_server_reuses_the_previous_prompt_on_every_turn(llama_server: Llama
     if not shares:
         pytest.fail(f"no episode lasted two turns: the prefix reuse could not be measured ({policy.prompts})",
                     pytrace=False)
-    REPORT["openai_prefix_reuse"] = {"episodes": policy.episode + 1, "later_turns": len(shares),
+    REPORT[f"openai_prefix_reuse_{action_format}"] = {"episodes": policy.episode + 1, "later_turns": len(shares),
                                      "min": round(min(shares), 3), "median": round(sorted(shares)[len(shares) // 2], 3)}
     _write_report()
     assert min(shares) >= 0.9, (shares, policy.prompts)
