@@ -4,7 +4,7 @@ Small models rarely produce a well-formed tool call (SmolLM2-135M: none in 32 ep
 never reach the env and every group has zero reward spread. Inference servers can constrain decoding
 to a JSON schema (llama.cpp's ``response_format`` / ``json_schema``, SGLang's ``json_schema`` sampling
 parameter, vLLM's guided decoding). With ``constrained``, each request carries the schema of the
-current page's actions, built from the tools the page offers (:func:`action_schema`):
+current page's actions, built from what the env says the page accepts (:func:`page_action_schema`):
 
 - ``{"name": "search", "arguments": {"query": "<words>"}}`` where the page has a search box (a free
   query of words, at most :data:`CONSTRAINED_QUERY_MAX_CHARS` characters);
@@ -13,7 +13,7 @@ current page's actions, built from the tools the page offers (:func:`action_sche
 ``constrained-words`` is the same with a narrower query: 1 to :data:`CONSTRAINED_QUERY_MAX_WORDS` words,
 each a word of the task's instruction. A 135M model's free queries are mostly not words of the shop
 ("search", digits, the prompt's own placeholders), so its searches find nothing; drawn from the
-instruction, every query finds products and an episode can reach a purchase (docs/real-model.md).
+instruction, a query usually finds products of the task's kind (docs/real-model.md).
 
 The reply's JSON is the action (:func:`turn_from_reply`): it becomes the one tool call of the turn
 and goes through the same protocol check as a tool call. A reply that still does not parse (the
@@ -49,6 +49,7 @@ CONSTRAINED_QUERY_PATTERN: Final = f"^[A-Za-z0-9][A-Za-z0-9 ,.'-]{{0,{CONSTRAINE
 # constrained-words: a query of 1 to this many words, each a word of the task's instruction
 CONSTRAINED_QUERY_MAX_WORDS: Final = 6
 _WORD = re.compile(r"[a-z0-9]+")
+
 
 class UnknownActionFormat(ValueError):
     """An action format other than :data:`ACTION_FORMATS`."""
