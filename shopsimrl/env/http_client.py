@@ -23,6 +23,11 @@ apply anything twice:
 Error responses are turned back into the same EnvError subclasses the
 in-process client raises.
 
+Answers are bounded and typed: a body is read up to ``MAX_RESPONSE_BYTES`` (an
+endless body stops there), and every answer is checked against the shape an env
+server sends before it is used (``env/answers.py``).  Anything else is a :class:`BadResponseError`: a
+technical failure of the env (the episode is unscored), one line for a command.
+
 Requests are spread over several small httpx clients ("shards", a lease always
 on the same one): one httpx connection pool serving dozens of concurrent
 requests spends more time managing itself than sending, which cut throughput
@@ -41,6 +46,16 @@ from typing import Any
 import httpx
 
 from shopsimrl.env import wire
+from shopsimrl.env.answers import (
+    MAX_RESPONSE_BYTES,
+    BadResponseError,
+    check_healthz,
+    check_reset,
+    check_step,
+    check_task,
+    check_task_ids,
+    read_capped,
+)
 from shopsimrl.env.auth import bearer_headers
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.types import (
@@ -64,7 +79,8 @@ class HttpEnvClient:
                  retry_backoff: float = 0.2, slot_timeout: float | None = None, max_connections: int = 256,
                  shards: int = 32, release_deadline: float = DEFAULT_RELEASE_DEADLINE,
                  keepalive_expiry: float = KEEPALIVE_EXPIRY,
-                 transport: httpx.AsyncBaseTransport | None = None, token: str | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, token: str | None = None,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         """``timeout``: seconds per request.  ``slot_timeout``: how long the server may wait for a free
         slot in reset (None: its default); the reset request's read timeout is widened by that wait.
         ``connect_retries``: retries of a request that failed before any reply (see the module doc).
@@ -72,8 +88,10 @@ class HttpEnvClient:
         sessions than the server has slots needs about one connection per session (the rollout never
         does: it runs at most as many episodes as there are free slots).
         ``token``: the servers' shared token, sent as ``Authorization: Bearer`` (env/auth.py).
+        ``max_response_bytes``: a longer answer is a :class:`BadResponseError` (read no further).
         """
         self.base_url = base_url.rstrip("/")
+        self.max_response_bytes = max_response_bytes
         self.timeout = timeout
         self.connect_retries = connect_retries
         self.retry_backoff = retry_backoff
@@ -107,10 +125,16 @@ class HttpEnvClient:
         attempt = 0
         while True:
             try:
-                response = await client.request(
+                request = client.build_request(
                     method, path, json=json, params=params,
                     timeout=httpx.Timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+                # read_capped bounds the answer's size; this bounds its time (a body dripping byte by byte)
+                status, body = await asyncio.wait_for(read_capped(client, request, self.max_response_bytes),
+                                                      2 * (timeout or self.timeout) + 1.0)
                 break
+            except asyncio.TimeoutError as exc:
+                raise EnvUnavailableError(f"{method} {path}: no whole answer within "
+                                          f"{2 * (timeout or self.timeout) + 1.0:.0f}s") from exc
             except httpx.TransportError as exc:
                 retryable = isinstance(exc, (*_UNSENT, *_NO_REPLY))
                 attempt += 1
@@ -123,16 +147,12 @@ class HttpEnvClient:
                     raise EnvUnavailableError(
                         f"{method} {path} timed out after {timeout or self.timeout}s ({type(exc).__name__})") from exc
                 raise EnvUnavailableError(f"{method} {path} failed: {type(exc).__name__}: {exc}") from exc
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if response.status_code >= 400:
-            error = wire.error_from_body(response.status_code, body)
+        if status >= 400:
+            error = wire.error_from_body(status, body)
             error.after_retry = attempt > 0  # type: ignore[attr-defined]  # an earlier attempt may have acted
             raise error
         if body is None:
-            raise EnvError(f"{method} {path}: response is not JSON", code="bad_response")
+            raise BadResponseError(f"{method} {path}: the answer (HTTP {status}) is not JSON")
         return body
 
     async def reset(self, task_id: str) -> ResetResult:
@@ -143,15 +163,17 @@ class HttpEnvClient:
             read_timeout = self.timeout + self.slot_timeout
         else:
             read_timeout = self.timeout + 60.0  # the server's default slot wait is shorter than this
-        return wire.reset_from_json(await self._request("POST", "/reset", json=payload, timeout=read_timeout))
+        body = await self._request("POST", "/reset", json=payload, timeout=read_timeout)
+        return wire.reset_from_json(check_reset(body, "POST /reset"))
 
     async def step(self, lease_id: str, action: str) -> StepResult:
         payload = {"lease_id": lease_id, "action": action, "request_id": secrets.token_hex(8)}
-        return wire.step_from_json(await self._request("POST", "/step", json=payload))
+        return wire.step_from_json(check_step(await self._request("POST", "/step", json=payload), "POST /step"))
 
     async def terminate(self, lease_id: str, reason: str) -> StepResult:
         payload = {"lease_id": lease_id, "reason": reason, "request_id": secrets.token_hex(8)}
-        return wire.step_from_json(await self._request("POST", "/terminate", json=payload))
+        body = await self._request("POST", "/terminate", json=payload)
+        return wire.step_from_json(check_step(body, "POST /terminate"))
 
     async def release(self, lease_id: str) -> None:
         """Release, retrying until the server confirms or says the lease is gone (or the deadline passes).
@@ -218,14 +240,13 @@ class HttpEnvClient:
         self._release_by = by if self._release_by is None else min(self._release_by, by)
 
     async def list_tasks(self, split: str) -> list[str]:
-        body = await self._request("GET", "/tasks", params={"split": split})
-        return list(body["task_ids"])
+        return check_task_ids(await self._request("GET", "/tasks", params={"split": split}), "GET /tasks")
 
     async def get_task(self, task_id: str) -> Task:
-        return wire.task_from_json(await self._request("GET", f"/tasks/{task_id}"))
+        return wire.task_from_json(check_task(await self._request("GET", f"/tasks/{task_id}"), "GET /tasks/ID"))
 
     async def healthz(self) -> dict[str, Any]:
-        return dict(await self._request("GET", "/healthz"))
+        return dict(check_healthz(await self._request("GET", "/healthz")))
 
     async def aclose(self) -> None:
         for client in self._clients:

@@ -6,7 +6,6 @@ Shared by the e2e tests (``conftest.py``) and the measurement script (``measure.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 import httpx
 from e2e.llama_build import BuildFailed, build, chat_template, server_binary
 from e2e.model_file import ModelMissing, model_path
+from local_processes import free_port
 
 from shopsimrl.env.processes import stop_process
 
@@ -37,10 +37,6 @@ class LlamaServer:
     threads: int
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -50,7 +46,7 @@ def running_server(log: Path, *, slots: int = SLOTS, context: int = CONTEXT) -> 
         model = model_path()
     except (BuildFailed, ModelMissing) as exc:
         raise ServerUnavailable(str(exc)) from exc
-    port = _free_port()
+    port = free_port()
     threads = max(1, (os.cpu_count() or 2) - 1)  # leave a core to the env, the driver and the adapter
     command = [str(server_binary(entry)), "-m", str(model), "--jinja", "--chat-template-file", str(chat_template(entry)),
                "--host", "127.0.0.1", "--port", str(port), "-c", str(context * slots), "-np", str(slots),

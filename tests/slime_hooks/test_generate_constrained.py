@@ -16,10 +16,12 @@ import pytest
 from agent.fakes import TASK, FakeEnv, observation
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from scripted_sglang import END, PLAIN_CHAT_TEMPLATE, build_tokenizer, loss_mask_spans, serving
+from slime_hooks.model_text import loss_mask_spans
 
 from shopsimrl.agent.constrained import page_action_schema
 from shopsimrl.agent.messages import CONSTRAINED_SYSTEM_PROMPT
+from shopsimrl.slime.harness.scripted_sglang import END, serving
+from shopsimrl.slime.harness.workspace import PLAIN_CHAT_TEMPLATE, write_tokenizer
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import UnsupportedSlimeSetting, generate
 
@@ -31,7 +33,7 @@ REPLIES = [json.dumps(a) for a in ACTIONS]
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
     corpus = [CONSTRAINED_SYSTEM_PROMPT, TASK.instruction, *REPLIES, *(observation(p).text for p in ("search", "results", "item"))]
-    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"), corpus, PLAIN_CHAT_TEMPLATE)
+    return write_tokenizer(tmp_path_factory.mktemp("tokenizer"), corpus, PLAIN_CHAT_TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +51,7 @@ class SchemaSGLang:
         self.script: list[str] = []
         self.requests: list[dict[str, Any]] = []
         self.replies: list[list[int]] = []
+        self.port = 0
         self.app = FastAPI()
         self.app.post("/generate")(self.generate)
 
@@ -67,9 +70,7 @@ class SchemaSGLang:
 
 @pytest.fixture(scope="module")
 def sglang(tokenizer):
-    fake = SchemaSGLang(tokenizer)
-    with serving(fake.app) as port:
-        fake.port = port
+    with serving(SchemaSGLang(tokenizer)) as fake:  # type: ignore[arg-type]  # serves its .app, sets its .port
         yield fake
 
 

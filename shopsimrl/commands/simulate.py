@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from shopsimrl.argtypes import folder, int_range, number
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
-from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, DEFAULT_STAGE_SKIP_Q, SIBLINGS, Siblings
+from shopsimrl.argtypes import folder, int_range, number, one_of
+from shopsimrl.commands.dispatch import handled_by
+from shopsimrl.commands.limits import MAX_PROMPTS, MAX_SEEDS, MAX_STEPS, WHY_PROMPTS, WHY_STEPS
+from shopsimrl.errors import UsageError
+from shopsimrl.io import atomic_write_json
+from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
+from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
+from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
 
-EXIT_OK, EXIT_REFUSED = 0, 2
+EXIT_OK = 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,12 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "from every informative group, calibrated to the public release run; compare strategies side by side.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--steps", type=int_range(1), default=80, help="rollout steps per run")
+    p.add_argument("--steps", type=int_range(1, MAX_STEPS, why_high=WHY_STEPS), default=80, help="rollout steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one world per seed; medians are reported")
     p.add_argument("--out", type=folder, default="runs/simulate", help="summary.json and the pictures go here")
     p.add_argument("--timeline-step", type=int_range(1), default=40, help="step whose wave timeline is drawn")
     staged = p.add_argument_group("staged siblings (docs/dynamic-sampling.md R29)")
-    staged.add_argument("--siblings", choices=SIBLINGS, default=DEFAULT_SIBLINGS.value,
+    staged.add_argument("--siblings", **one_of(Siblings), default=DEFAULT_SIBLINGS,
                         help="staged: every strategy also runs with staged siblings (rows <strategy>+staged), and "
                         "every row is timed under the capacity model")
     staged.add_argument("--stage-size", type=int_range(1), default=None, help="K, the siblings started first (default n/2)")
@@ -36,22 +40,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="episodes the engine runs at full speed (default with --siblings staged: calibrated so "
                         "the seed's wave takes the release run's step time; otherwise no capacity model)")
     world = p.add_argument_group("world (defaults: the calibration to the release run)")
-    world.add_argument("--prompts", type=int_range(DEFAULT_OVER_SAMPLING_BATCH_SIZE, why=f"a wave submits "
-                                                   f"{DEFAULT_OVER_SAMPLING_BATCH_SIZE} distinct prompts"),
+    world.add_argument("--prompts", type=int_range(DEFAULT_OVER_SAMPLING_BATCH_SIZE, MAX_PROMPTS, why_high=WHY_PROMPTS,
+                                                   why=f"a wave submits {DEFAULT_OVER_SAMPLING_BATCH_SIZE} distinct prompts"),
                        default=None)
     world.add_argument("--eta-prompt", type=number(0), default=None, help="pass-rate logit gained by a prompt trained on")
     world.add_argument("--eta-global", type=number(0), default=None, help="skill gained per informative group trained")
-    world.add_argument("--clusters", type=int_range(0), default=None, metavar="K",
+    world.add_argument("--clusters", type=int_range(0, MAX_PROMPTS, why_high=WHY_PROMPTS), default=None, metavar="K",
                        help="the prompts fall into K clusters, each learning from its own groups (0: none)")
     world.add_argument("--transfer", type=number(0, 1), default=None, metavar="S",
                        help="with --clusters: share of a cluster's learning that carries to every prompt (0..1)")
-    p.set_defaults(handler=handle)
+    handled_by(p, handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from shopsimrl.io import atomic_write_json
-    from shopsimrl.sampling.knobs import SamplingKnobs
-    from shopsimrl.sampling.staged import StagedSiblings
+    # the simulator and its pictures (numpy, matplotlib) load only when it runs: --help stays fast
     from shopsimrl.simulate.capacity import calibrate_capacity
     from shopsimrl.simulate.compare import (
         compare,
@@ -65,28 +67,27 @@ def handle(args: argparse.Namespace) -> int:
     from shopsimrl.simulate.model import WorldParams
 
     if args.steps < 1 or not 1 <= args.timeline_step <= args.steps:
-        print(f"shopsimrl simulate: refused: need --steps >= 1 and 1 <= --timeline-step <= --steps, got "
-              f"{args.steps} and {args.timeline_step}", file=sys.stderr)
-        return EXIT_REFUSED
+        raise UsageError(f"need --steps >= 1 and 1 <= --timeline-step <= --steps, got {args.steps} and "
+                         f"{args.timeline_step}")
+    if len(args.seeds) > MAX_SEEDS:
+        raise UsageError(f"--seeds: at most {MAX_SEEDS} worlds, got {len(args.seeds)}")
     if args.transfer is not None and not args.clusters:
-        print("shopsimrl simulate: refused: --transfer needs --clusters K >= 1", file=sys.stderr)
-        return EXIT_REFUSED
+        raise UsageError("--transfer needs --clusters K >= 1")
     try:
         world = with_overrides(WorldParams(), prompts=args.prompts, eta_prompt=args.eta_prompt,
                                eta_global=args.eta_global, clusters=args.clusters, transfer=args.transfer)
         knobs = SamplingKnobs()
         skip = {} if args.stage_skip_q is None else {"skip_q": args.stage_skip_q}
         staging = (StagedSiblings.of(knobs.n_samples_per_prompt, args.stage_size, **skip)
-                   if Siblings(args.siblings) is Siblings.STAGED else None)
+                   if args.siblings is Siblings.STAGED else None)
         if args.stage_size is not None and staging is None:
             raise ValueError("--stage-size is for --siblings staged")
         if args.stage_skip_q is not None and staging is None:
             raise ValueError("--stage-skip-q is for --siblings staged")
         if args.capacity is not None and not args.capacity > 0:
             raise ValueError(f"--capacity must be > 0 episodes, got {args.capacity}")
-    except ValueError as exc:
-        print(f"shopsimrl simulate: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    except ValueError as exc:  # the world's and the staging's checks of values given as flags: a refusal
+        raise UsageError(str(exc)) from None
     capacity = args.capacity
     if capacity is None and staging is not None:
         capacity = calibrate_capacity(knobs.over_sampling_batch_size * knobs.n_samples_per_prompt,

@@ -1,7 +1,10 @@
-"""A minimal, faithful test double of slime's rollout state, for driving the generate hook as slime does.
+"""A minimal, faithful double of slime's rollout state, for driving the generate hook as slime does, without slime.
 
-slime is not on PyPI and pulls in torch, Megatron and SGLang, so the tests re-state
-the few semantics the hook depends on, each read from slime's source (THUDM/slime):
+slime is not on PyPI and pulls in torch, Megatron and SGLang, so the in-process tests
+(``tests/slime_hooks``) and ``benchmarks/bench_slime_abort.py`` use this restatement of the
+few semantics the hook depends on, each read from slime's source (THUDM/slime); the
+``surface`` check of ``shopsimrl slime check`` holds its names and signatures against the
+user's slime:
 
 - ``slime/utils/types.py``: ``Sample`` (the fields the hooks touch) and ``Sample.Status``.
 - ``slime/utils/misc.py``: ``SingletonMeta`` -- one instance per class per process.
@@ -37,6 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+#: slime's abort waits on its HTTP calls without limit (``httpx.Timeout(None)``); a test must not.
+HTTP_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass
@@ -135,7 +141,7 @@ async def abort(args: Any, rollout_id: int, retry_seconds: float = 3.0) -> list[
     state = GenerateState(args)
     assert not state.aborted
     state.aborted = True
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_SECONDS) as http:
         router = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
         workers = (await http.get(f"{router}/workers")).json()["workers"]
         for worker in workers:
