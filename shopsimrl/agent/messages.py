@@ -25,6 +25,24 @@ DEFAULT_SYSTEM_PROMPT = (
     "Each tool result shows the page you are now on."
 )
 
+# With constrained actions (``--action-format constrained``, agent/constrained.py) the reply is the
+# action's JSON itself, no tool call: the prompt says so, and offers no tools.
+CONSTRAINED_SYSTEM_PROMPT = (
+    "You are a shopping agent in the ShopSim web shop. Buy the product the user's instruction "
+    "describes, with the requested options and within the budget.\n"
+    "Reply with one JSON action and nothing else. On the search page, search with words from the "
+    'instruction: {"name": "search", "arguments": {"query": "..."}}. On the other pages, click one of '
+    'the values the page lists: {"name": "click", "arguments": {"value": "..."}}. Open a product by '
+    "clicking its id, choose each option (such as size=large), then click 'buy now'.\n"
+    "Each message after yours shows the page you are now on."
+)
+
+
+def default_system_prompt(action_format: str) -> str:
+    """The built-in system prompt of an action format (``tools``, or a constrained one)."""
+    return DEFAULT_SYSTEM_PROMPT if action_format == "tools" else CONSTRAINED_SYSTEM_PROMPT
+
+
 # The tools offered on every request of an episode: the same list on every page (what a
 # page accepts is in its text), so the rendered prompt never changes in front of the new turn.
 EPISODE_TOOLS: Final[list[dict[str, Any]]] = all_tools()

@@ -29,6 +29,11 @@ Retries are ours, not the client's (it runs with ``max_retries=0``: its own poli
 retries 408 and 409 and obeys ``x-should-retry``).  ``timeout`` bounds the whole request,
 not each read: a server trickling a byte every few seconds cannot hold a turn forever.
 ``openai`` is imported lazily, on the first request, so importing the agent stays cheap.
+
+``action_format="constrained"`` (``--action-format constrained``) offers no tools: each request
+carries the current page's action schema as ``response_format`` (agent/constrained.py), the reply's
+JSON is the action, and a server that refuses the schema (an HTTP 4xx) fails the turn like any other
+refusal: the episode is unscored (technical), with the server's message.
 """
 
 from __future__ import annotations
@@ -43,7 +48,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, EPISODE_TOOLS, first_user_message, observation_message
+from shopsimrl.agent.constrained import (
+    CONSTRAINED_FORMATS,
+    DEFAULT_ACTION_FORMAT,
+    check_action_format,
+    schema_for,
+    turn_from_reply,
+)
+from shopsimrl.agent.messages import EPISODE_TOOLS, default_system_prompt, first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.types import Observation, Task
 
@@ -87,10 +99,11 @@ class OpenAIPolicyOptions:
     retry_initial_delay: float = 0.5
     retry_max_delay: float = 8.0
     max_retry_wait: float = 60.0  # seconds slept between the attempts of one turn, Retry-After included
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    system_prompt: str | None = None  # None: the built-in prompt of the action format
     send_seed: bool = False  # send a request seed derived from the episode seed and the turn
     parallel_tool_calls: bool | None = False  # sent as is; None leaves the field out (servers that refuse it)
     extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
+    action_format: str = DEFAULT_ACTION_FORMAT  # "tools" (tool calls) or "constrained" (a JSON schema per page)
 
     def __post_init__(self) -> None:
         checks = {
@@ -110,6 +123,16 @@ class OpenAIPolicyOptions:
                 raise ValueError(f"openai policy option {name}={getattr(self, name)!r} is out of range{hint}")
         if not isinstance(self.extra_body, dict):
             raise ValueError(f"openai policy option extra_body must be a JSON object, got {self.extra_body!r}")
+        check_action_format(self.action_format)
+
+    @property
+    def constrained(self) -> bool:
+        return self.action_format in CONSTRAINED_FORMATS
+
+    @property
+    def prompt(self) -> str:
+        """The system prompt sent: the one given, else the built-in one of the action format."""
+        return self.system_prompt if self.system_prompt is not None else default_system_prompt(self.action_format)
 
 
 def request_seed(episode_seed: int, turn: int) -> int:
@@ -202,19 +225,27 @@ class OpenAIPolicy:
             self._client_loop = loop
         return self._client
 
-    def request(self, messages: list[dict[str, Any]], *, max_tokens: int, seed: int | None) -> dict[str, Any]:
-        """The keyword arguments of one ``chat.completions.create`` call."""
+    def request(self, messages: list[dict[str, Any]], *, max_tokens: int, seed: int | None,
+                schema: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The keyword arguments of one ``chat.completions.create`` call.
+
+        Constrained actions: no tools, and ``schema`` (the page's actions) as ``response_format``.
+        """
         opts = self.options
         request: dict[str, Any] = {
             "model": opts.model,
             "messages": messages,
-            "tools": EPISODE_TOOLS,
             "temperature": opts.temperature,
             "top_p": opts.top_p,
             "max_tokens": max_tokens,
         }
-        if opts.parallel_tool_calls is not None:
-            request["parallel_tool_calls"] = opts.parallel_tool_calls
+        if not opts.constrained:
+            request["tools"] = EPISODE_TOOLS
+            if opts.parallel_tool_calls is not None:
+                request["parallel_tool_calls"] = opts.parallel_tool_calls
+        elif schema is not None:
+            request["response_format"] = {"type": "json_schema",
+                                          "json_schema": {"name": "shopsim_action", "schema": schema, "strict": True}}
         if seed is not None:
             request["seed"] = seed
         if opts.extra_body:
@@ -300,7 +331,9 @@ class _OpenAIEpisode:
                 return PolicyTurn(text=None, finish_reason="length", prompt_tokens=None, completion_tokens=None)
             max_tokens = min(max_tokens, room)
         seed = request_seed(self._seed, turn) if opts.send_seed else None
-        response = await self._policy.complete(self._policy.request(self._messages, max_tokens=max_tokens, seed=seed))
+        schema = schema_for(opts.action_format, observation, self._task.instruction)
+        request = self._policy.request(self._messages, max_tokens=max_tokens, seed=seed, schema=schema)
+        response = await self._policy.complete(request)
         if isinstance(response, _ModelMistake):
             self._unanswered = []  # the server kept the reply: the feedback goes as a user message
             if response.kind == "context":
@@ -310,6 +343,17 @@ class _OpenAIEpisode:
             raise ValueError("the server answered with no choices")
         choice = response.choices[0]
         message = choice.message
+        usage = getattr(response, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None)
+        completion_tokens = getattr(usage, "completion_tokens", None)
+        if opts.constrained:
+            # The reply is the action's JSON, kept as the assistant's text; the next page is a user turn.
+            self._messages.append({"role": "assistant", "content": message.content or ""})
+            self._unanswered = []
+            self._count(prompt_tokens, completion_tokens)
+            return turn_from_reply(message.content, choice.finish_reason or "stop",
+                                   prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
+                                   completion_tokens=completion_tokens if isinstance(completion_tokens, int) else None)
         calls = tuple(
             ToolCall(
                 name=call.function.name,
@@ -340,12 +384,7 @@ class _OpenAIEpisode:
                               for c in calls)
             self._messages.append({"role": "assistant", "content": (message.content or "") + written})
             self._unanswered = []
-        usage = getattr(response, "usage", None)
-        prompt_tokens = getattr(usage, "prompt_tokens", None)
-        completion_tokens = getattr(usage, "completion_tokens", None)
-        if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int):
-            self._known_tokens = prompt_tokens + completion_tokens
-            self._known_chars = _chars(self._messages)
+        self._count(prompt_tokens, completion_tokens)
         return PolicyTurn(
             text=message.content,
             tool_calls=calls,
@@ -353,6 +392,12 @@ class _OpenAIEpisode:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
         )
+
+    def _count(self, prompt_tokens: Any, completion_tokens: Any) -> None:
+        """Remember the server's token count of the conversation so far (for the next prompt's estimate)."""
+        if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int):
+            self._known_tokens = prompt_tokens + completion_tokens
+            self._known_chars = _chars(self._messages)
 
     def _estimated_prompt_tokens(self) -> int | None:
         """The next prompt's tokens: the last known count plus the new characters at this conversation's ratio."""
@@ -363,7 +408,7 @@ class _OpenAIEpisode:
 
     def _append_observation(self, observation: Observation, feedback: TurnFeedback | None) -> None:
         if not self._messages:
-            self._messages.append({"role": "system", "content": self._policy.options.system_prompt})
+            self._messages.append({"role": "system", "content": self._policy.options.prompt})
             self._messages.append({"role": "user", "content": first_user_message(self._task, observation)})
             return
         content = observation_message(observation, feedback)

@@ -127,6 +127,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pol.add_argument("--policy", choices=("heuristic", "openai"), default="heuristic")
     pol.add_argument("--openai-base-url", default=None, type=server_url, help="OpenAI-compatible server (openai policy)")
     pol.add_argument("--openai-model", default=None, help="model name (openai policy)")
+    pol.add_argument("--action-format", choices=("tools", "constrained", "constrained-words"), default=None,
+                     help="'tools' (default): tool calls; 'constrained': each request carries the page's actions as a "
+                          "JSON schema and the reply's JSON is the action, for small models; 'constrained-words': the "
+                          "same, the search query made of the instruction's words (openai policy)")
     pol.add_argument("--openai-api-key-env", default=None, help="environment variable holding the API key")
     pol.add_argument("--temperature", type=number(0), default=None)
     pol.add_argument("--max-tokens", type=int_range(1), default=None, help="completion tokens per turn")

@@ -30,6 +30,7 @@ _OPENAI_ONLY = {
     "extra_body": "extra_body",
     "system_prompt": "system_prompt",
     "max_context_tokens": "max_context_tokens",
+    "action_format": "action_format",
 }
 
 

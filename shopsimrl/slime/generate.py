@@ -72,6 +72,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             generate_url=f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate",
             sampling_params=dict(sampling_params),
             max_context_tokens=getattr(args, "rollout_max_context_len", None),
+            action_format=action_format(args),
         ),
         template,
         state.sglang_client(),
@@ -107,6 +108,17 @@ async def _play_gated(
             max_turns=max_turns(args),
             trace_path=trace_path,
         )
+
+
+def action_format(args: Any) -> str:
+    """``shopsim_action_format`` from slime's custom config: ``tools`` (default) or ``constrained``."""
+    from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT, UnknownActionFormat, check_action_format
+
+    value = getattr(args, "shopsim_action_format", None) or DEFAULT_ACTION_FORMAT
+    try:
+        return check_action_format(str(value))
+    except UnknownActionFormat as exc:
+        raise UnsupportedSlimeSetting(f"ShopSim's generate hook refuses shopsim_action_format: {exc}") from exc
 
 
 def _chat_template(args: Any) -> Any:

@@ -15,6 +15,13 @@ Training must see exactly the tokens the model was conditioned on and produced, 
 
 So ``prompt_ids + response_ids`` is one token stream whose decoding is the
 conversation, and ``loss_mask`` covers exactly the model's tokens.
+
+With constrained actions (``action_format="constrained"``, custom-config key
+``shopsim_action_format``) the prompt declares no tools, every ``/generate`` carries the current
+page's action schema as SGLang's ``json_schema`` sampling parameter, the reply's JSON is the
+action (agent/constrained.py) and the next page is a user turn. The logprobs SGLang returns are
+then those of the grammar-masked distribution (docs/real-model.md, "Constrained actions and the
+importance ratio").
 """
 
 from __future__ import annotations
@@ -26,7 +33,14 @@ from typing import Any
 
 import httpx
 
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, observation_message
+from shopsimrl.agent.constrained import (
+    CONSTRAINED_FORMATS,
+    DEFAULT_ACTION_FORMAT,
+    check_action_format,
+    schema_for,
+    turn_from_reply,
+)
+from shopsimrl.agent.messages import default_system_prompt, first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation, Task
@@ -146,7 +160,19 @@ class SGLangSettings:
     generate_url: str  # the router's native /generate
     sampling_params: dict[str, Any]  # slime's, per episode; max_new_tokens is the episode's response budget
     max_context_tokens: int | None = None
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    system_prompt: str | None = None  # None: the built-in prompt of the action format
+    action_format: str = DEFAULT_ACTION_FORMAT  # "tools" or "constrained" (a JSON schema per page)
+
+    def __post_init__(self) -> None:
+        check_action_format(self.action_format)
+
+    @property
+    def constrained(self) -> bool:
+        return self.action_format in CONSTRAINED_FORMATS
+
+    @property
+    def prompt(self) -> str:
+        return self.system_prompt if self.system_prompt is not None else default_system_prompt(self.action_format)
 
     @property
     def response_budget(self) -> int:
@@ -181,7 +207,8 @@ class SGLangTokenPolicy:
 
     def describe(self) -> dict[str, Any]:
         params = self.settings.sampling_params
-        return {"generate_url": self.settings.generate_url, "sampling_params": dict(params)}
+        return {"generate_url": self.settings.generate_url, "sampling_params": dict(params),
+                "action_format": self.settings.action_format}
 
     def new_episode(self, task: Task, seed: int) -> SGLangTokenEpisode:
         self.episode = SGLangTokenEpisode(self, task)
@@ -190,14 +217,14 @@ class SGLangTokenPolicy:
     async def aclose(self) -> None:
         """Nothing to close: the HTTP client belongs to the hook state."""
 
-    async def generate(self, input_ids: list[int], max_new_tokens: int) -> dict[str, Any]:
+    async def generate(self, input_ids: list[int], max_new_tokens: int,
+                       schema: dict[str, Any] | None = None) -> dict[str, Any]:
         if self.aborted():
             raise SGLangAborted("slime started its abort: no new /generate request is sent")
-        payload = {
-            "input_ids": input_ids,
-            "sampling_params": {**self.settings.sampling_params, "max_new_tokens": max_new_tokens},
-            "return_logprob": True,
-        }
+        params = {**self.settings.sampling_params, "max_new_tokens": max_new_tokens}
+        if schema is not None:  # SGLang takes the schema as a JSON string
+            params["json_schema"] = json.dumps(schema)
+        payload = {"input_ids": input_ids, "sampling_params": params, "return_logprob": True}
         response = await self._http.post(self.settings.generate_url, json=payload)
         response.raise_for_status()
         return response.json()
@@ -228,7 +255,9 @@ class SGLangTokenEpisode:
         budget = self._room(0)
         if budget <= 0:  # the episode's token budget is spent: the loop ends it as generation_length
             return self._budget_spent()
-        output = await self._policy.generate(ledger.all_ids, budget)
+        constrained = self._policy.settings.constrained
+        schema = schema_for(self._policy.settings.action_format, observation, self._task.instruction)
+        output = await self._policy.generate(ledger.all_ids, budget, schema)
         meta = output.get("meta_info") or {}
         finish = (meta.get("finish_reason") or {}).get("type")
         if finish == "abort":
@@ -242,8 +271,12 @@ class SGLangTokenEpisode:
         prompt_tokens = len(ledger.all_ids)
         ledger.add_model(ids, [float(t[0]) for t in triples])
         self._last_model_text = template.decode(ids)
-        calls, text = parse_hermes_tool_calls(template.decode(ids, skip_special_tokens=True))
         self.messages.append({"role": "assistant", "content": self._last_model_text})
+        if constrained:  # the reply's JSON is the action; the next page is a user turn
+            self._answer_as_tool = False
+            return turn_from_reply(template.decode(ids, skip_special_tokens=True), "length" if finish == "length" else "stop",
+                                   prompt_tokens=prompt_tokens, completion_tokens=len(ids))
+        calls, text = parse_hermes_tool_calls(template.decode(ids, skip_special_tokens=True))
         self._answer_as_tool = bool(calls)
         return PolicyTurn(
             text=text,
@@ -271,12 +304,13 @@ class SGLangTokenEpisode:
     def _start(self, observation: Observation) -> None:
         template = self._policy.template
         self.messages = [
-            {"role": "system", "content": self._policy.settings.system_prompt},
+            {"role": "system", "content": self._policy.settings.prompt},
             {"role": "user", "content": first_user_message(self._task, observation)},
         ]
         # The prompt is rendered once, so it declares every tool an episode may need (the
-        # per-page enum of click values is in each observation's text).
-        self.ledger = TokenLedger(template.encode(template.prompt(self.messages, all_tools())))
+        # per-page enum of click values is in each observation's text); constrained: no tools.
+        tools = [] if self._policy.settings.constrained else all_tools()
+        self.ledger = TokenLedger(template.encode(template.prompt(self.messages, tools)))
 
     def _append_observation(self, observation: Observation, feedback: TurnFeedback | None) -> bool:
         """Record the env's turn (loss mask 0) if the model still has a token left after it; else record nothing."""

@@ -82,7 +82,8 @@ def observation(page: str, *, size_chosen: bool = True) -> Observation:
     clickables = [c for c in PAGES.get(page, []) if size_chosen or c != "buy now"]  # buy once options are chosen
     tools = [_search_tool()] if page == "search" else ([_click_tool(clickables)] if clickables else [])
     text = f"[{page} page] clickables: {', '.join(clickables) or '-'}"
-    return Observation(text=text, state={"page": page, "clickables": clickables}, tools=tools)
+    return Observation(text=text, state={"page": page, "clickables": clickables, "search_available": page == "search"},
+                       tools=tools)
 
 
 @dataclass

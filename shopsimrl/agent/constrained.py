@@ -1,0 +1,161 @@
+"""Constrained actions (``--action-format constrained``): the server may only decode a valid action.
+
+Small models rarely produce a well-formed tool call (SmolLM2-135M: none in 32 episodes), so they
+never reach the env and every group has zero reward spread. Inference servers can constrain decoding
+to a JSON schema (llama.cpp's ``response_format`` / ``json_schema``, SGLang's ``json_schema`` sampling
+parameter, vLLM's guided decoding). With ``constrained``, each request carries the schema of the
+current page's actions, built from what the env says the page accepts (:func:`page_action_schema`):
+
+- ``{"name": "search", "arguments": {"query": "<words>"}}`` where the page has a search box (a free
+  query of words, at most :data:`CONSTRAINED_QUERY_MAX_CHARS` characters);
+- ``{"name": "click", "arguments": {"value": <one of the page's clickables>}}`` otherwise (an enum).
+
+``constrained-words`` is the same with a narrower query: 1 to :data:`CONSTRAINED_QUERY_MAX_WORDS` words,
+each a word of the task's instruction. A 135M model's free queries are mostly not words of the shop
+("search", digits, the prompt's own placeholders), so its searches find nothing; drawn from the
+instruction, a query usually finds products of the task's kind (docs/real-model.md).
+
+The reply's JSON is the action (:func:`turn_from_reply`): it becomes the one tool call of the turn
+and goes through the same protocol check as a tool call. A reply that still does not parse (the
+server ignored the schema, or the reply was cut) is the model's mistake, scored as today: a length
+cut ends the episode as ``generation_length``, anything else is ``invalid_arguments``.
+
+The query's bound keeps a reply within a small token budget (a free string could otherwise run to
+``max_tokens``): about 30 tokens of JSON around at most 48 characters of words.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from shopsimrl.agent.policy import PolicyTurn, ToolCall
+from shopsimrl.env.pages import click_tool, search_tool
+from shopsimrl.env.types import Observation
+
+TOOLS_FORMAT: Final = "tools"
+CONSTRAINED_FORMAT: Final = "constrained"
+WORDS_FORMAT: Final = "constrained-words"  # constrained, the query made of the instruction's own words
+ACTION_FORMATS: Final = (TOOLS_FORMAT, CONSTRAINED_FORMAT, WORDS_FORMAT)
+CONSTRAINED_FORMATS: Final = (CONSTRAINED_FORMAT, WORDS_FORMAT)
+DEFAULT_ACTION_FORMAT: Final = TOOLS_FORMAT
+# A search query under the schema: words (letters, digits, a little punctuation), enough for a product
+# type and a few attributes. The bound keeps every reply within a small token budget: a free string lets
+# a small model write digits or markup (one token a character) until max_tokens cuts the reply.
+CONSTRAINED_QUERY_MAX_CHARS: Final = 48
+CONSTRAINED_QUERY_PATTERN: Final = f"^[A-Za-z0-9][A-Za-z0-9 ,.'-]{{0,{CONSTRAINED_QUERY_MAX_CHARS - 1}}}$"
+# constrained-words: a query of 1 to this many words, each a word of the task's instruction
+CONSTRAINED_QUERY_MAX_WORDS: Final = 6
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class UnknownActionFormat(ValueError):
+    """An action format other than :data:`ACTION_FORMATS`."""
+
+
+def check_action_format(value: str) -> str:
+    if value not in ACTION_FORMATS:
+        raise UnknownActionFormat(f"unknown action format {value!r}: use one of {', '.join(ACTION_FORMATS)}")
+    return value
+
+
+def instruction_words(instruction: str) -> list[str]:
+    """The distinct words of an instruction (lower case letters and digits), in order of appearance."""
+    return list(dict.fromkeys(_WORD.findall(instruction.lower())))
+
+
+def words_query_pattern(words: Sequence[str]) -> str:
+    """A query of 1..:data:`CONSTRAINED_QUERY_MAX_WORDS` words, each one of ``words`` (letters and digits only)."""
+    word = "(" + "|".join(w for w in words if _WORD.fullmatch(w)) + ")"
+    return f"^{word}( {word}){{0,{CONSTRAINED_QUERY_MAX_WORDS - 1}}}$"
+
+
+def page_tools(observation: Observation) -> list[dict[str, Any]]:
+    """The tools this page accepts, from the env's observation state (``search_available``, ``clickables``).
+
+    Not ``observation.tools``: the episode loop offers the same fixed tool list on every page (a stable
+    prompt for the prefix cache), while the schema must follow the page.
+    """
+    state = observation.state
+    tools = [search_tool()] if state.get("search_available") else []
+    clicks = state.get("clickables")
+    if isinstance(clicks, list) and clicks:
+        tools.append(click_tool([str(value) for value in clicks]))
+    return tools
+
+
+def page_action_schema(observation: Observation, query_words: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """The schema of the actions valid on this page (see :func:`action_schema`)."""
+    return action_schema(page_tools(observation), query_words)
+
+
+def schema_for(action_format: str, observation: Observation, instruction: str) -> dict[str, Any] | None:
+    """The schema a request of ``action_format`` carries on this page (``None`` for tool calls)."""
+    if action_format not in CONSTRAINED_FORMATS:
+        return None
+    return page_action_schema(observation, instruction_words(instruction) if action_format == WORDS_FORMAT else None)
+
+
+def action_schema(tools: Sequence[Mapping[str, Any]], query_words: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """The JSON schema admitting exactly the actions of a page, from the tools it offers.
+
+    One object schema per tool (``name`` a constant, ``arguments`` the tool's parameters with no
+    extra keys; a free string becomes a query of words, :data:`CONSTRAINED_QUERY_PATTERN`), joined with
+    ``anyOf`` when the page offers more than one. ``None`` when the page offers no tool.
+    """
+    variants = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        parameters = function.get("parameters") or {}
+        properties = {key: _argument_schema(value, query_words) for key, value in (parameters.get("properties") or {}).items()}
+        variants.append({
+            "type": "object",
+            "properties": {
+                "name": {"const": function["name"]},
+                "arguments": {"type": "object", "properties": properties, "required": list(properties),
+                              "additionalProperties": False},
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        })
+    if not variants:
+        return None
+    return variants[0] if len(variants) == 1 else {"anyOf": variants}
+
+
+def _argument_schema(schema: Any, query_words: Sequence[str] | None) -> dict[str, Any]:
+    if not isinstance(schema, Mapping) or schema.get("type") != "string":
+        return dict(schema) if isinstance(schema, Mapping) else {}
+    if "enum" in schema:
+        return {"type": "string", "enum": list(schema["enum"])}
+    if query_words:
+        return {"type": "string", "pattern": words_query_pattern(query_words)}
+    # the pattern bounds the length too (servers that compile a pattern may ignore min/maxLength)
+    return {"type": "string", "minLength": 1, "maxLength": CONSTRAINED_QUERY_MAX_CHARS,
+            "pattern": CONSTRAINED_QUERY_PATTERN}
+
+
+def turn_from_reply(text: str | None, finish_reason: str, *, prompt_tokens: int | None = None,
+                    completion_tokens: int | None = None) -> PolicyTurn:
+    """The turn a constrained reply stands for: its JSON as the one tool call, or the model's mistake."""
+    counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    raw = (text or "").strip()
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        if finish_reason == "length":  # cut before the action closed: the episode ends as generation_length
+            return PolicyTurn(text=text, finish_reason="length", **counts)
+        return PolicyTurn(text=text, finish_reason=finish_reason, tool_call_error=f"the reply is not a JSON action: {exc}",
+                          **counts)
+    name = payload.get("name") if isinstance(payload, dict) else None
+    arguments = payload.get("arguments") if isinstance(payload, dict) else None
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return PolicyTurn(text=text, finish_reason=finish_reason,
+                          tool_call_error='the reply is not an action of the form {"name": ..., "arguments": {...}}',
+                          **counts)
+    call = ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False), id=None)
+    return PolicyTurn(text=None, tool_calls=(call,), finish_reason=finish_reason, **counts)

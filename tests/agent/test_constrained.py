@@ -1,0 +1,188 @@
+"""Constrained actions: the page's action schema, a reply's JSON as the action, and the openai policy's requests.
+
+The schema is checked with a JSON-schema validator (``jsonschema``, installed with the ``ray`` extra every
+``make`` target installs): it must admit every valid action of the page and nothing else. The policy runs
+through the real openai client against the scripted server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import pytest
+from agent.fakes import TASK, FakeEnv, observation
+from agent.openai_fake import Reply, ScriptedServer, error, scripted_server
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shopsimrl.agent import make_policy, run_episode
+from shopsimrl.agent.constrained import (
+    ACTION_FORMATS,
+    CONSTRAINED_QUERY_MAX_CHARS,
+    UnknownActionFormat,
+    action_schema,
+    check_action_format,
+    page_action_schema,
+    turn_from_reply,
+)
+from shopsimrl.agent.messages import CONSTRAINED_SYSTEM_PROMPT
+from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
+from shopsimrl.env.pages import click_tool, search_tool
+from shopsimrl.env.search import MAX_QUERY_CHARS
+
+
+def admits(schema: dict[str, Any], value: Any) -> bool:
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError:
+        return False
+    return True
+
+
+def test_the_search_page_admits_a_search_with_a_bounded_free_query_only() -> None:
+    schema = action_schema([search_tool()])
+    assert schema is not None
+    assert admits(schema, {"name": "search", "arguments": {"query": "red hiking boots"}})
+    assert admits(schema, {"name": "search", "arguments": {"query": "x" * CONSTRAINED_QUERY_MAX_CHARS}})
+    assert CONSTRAINED_QUERY_MAX_CHARS < MAX_QUERY_CHARS  # the env's own limit is never reached
+    for wrong in ({"name": "search", "arguments": {"query": ""}},
+                  {"name": "search", "arguments": {"query": "x" * (CONSTRAINED_QUERY_MAX_CHARS + 1)}},
+                  {"name": "click", "arguments": {"value": "p1"}},
+                  {"name": "search", "arguments": {"query": "boots", "page": 2}},
+                  {"name": "search", "arguments": {}},
+                  {"name": "search"},
+                  {"name": "search", "arguments": {"query": "boots"}, "note": "x"}):
+        assert not admits(schema, wrong), wrong
+
+
+@settings(deadline=None, max_examples=50)  # a loaded shared machine: no per-example deadline
+@given(clicks=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8, unique=True), other=st.text(max_size=12))
+def test_a_click_page_admits_exactly_its_clickables(clicks: list[str], other: str) -> None:
+    schema = action_schema([click_tool(clicks)])
+    assert schema is not None
+    for value in clicks:
+        assert admits(schema, {"name": "click", "arguments": {"value": value}})
+    assert admits(schema, {"name": "click", "arguments": {"value": other}}) == (other in clicks)
+    assert not admits(schema, {"name": "search", "arguments": {"query": clicks[0]}})
+
+
+def test_a_page_with_two_tools_admits_either_and_a_page_without_tools_has_no_schema() -> None:
+    schema = action_schema([search_tool(), click_tool(["back to search"])])
+    assert schema is not None and len(schema["anyOf"]) == 2
+    assert admits(schema, {"name": "search", "arguments": {"query": "boots"}})
+    assert admits(schema, {"name": "click", "arguments": {"value": "back to search"}})
+    assert not admits(schema, {"name": "click", "arguments": {"value": "p9"}})
+    assert action_schema([]) is None
+
+
+def test_the_reply_json_is_the_action() -> None:
+    turn = turn_from_reply('{"name": "click", "arguments": {"value": "size=9"}}', "stop", completion_tokens=12)
+    assert parse_turn(turn) == "click[size=9]" and turn.completion_tokens == 12
+    assert parse_turn(turn_from_reply(' {"name":"search","arguments":{"query":"red boots"}}\n', "stop")) == "search[red boots]"
+
+
+@pytest.mark.parametrize("text", ['{"name": "click", "arguments": {"value": "p1"', "I will click p1.", "", None])
+def test_a_reply_that_does_not_parse_is_the_models_mistake(text: str | None) -> None:
+    outcome = parse_turn(turn_from_reply(text, "stop"))
+    assert isinstance(outcome, ProtocolError) and outcome.code == "invalid_arguments"
+
+
+def test_a_reply_of_the_wrong_shape_is_the_models_mistake() -> None:
+    for text in ('["click", "p1"]', '{"name": "click", "arguments": "p1"}', '{"action": "click[p1]"}'):
+        outcome = parse_turn(turn_from_reply(text, "stop"))
+        assert isinstance(outcome, ProtocolError) and outcome.code == "invalid_arguments", text
+
+
+def test_a_reply_cut_before_the_action_closed_is_a_generation_cut() -> None:
+    assert isinstance(parse_turn(turn_from_reply('{"name": "search", "arguments": {"query": "red hik', "length")),
+                      GenerationCut)
+
+
+def test_an_unknown_action_format_is_refused_with_the_choices() -> None:
+    assert [check_action_format(name) for name in ACTION_FORMATS] == list(ACTION_FORMATS)
+    with pytest.raises(UnknownActionFormat, match="unknown action format 'json': use one of tools, constrained, constrained-words"):
+        check_action_format("json")
+    with pytest.raises(ValueError, match="unknown action format"):
+        make_policy("openai", action_format="json")
+
+
+# -- the openai policy with constrained actions, over real HTTP ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    with scripted_server() as scripted:
+        yield scripted
+
+
+def content(text: str, finish: str = "stop") -> Reply:
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+    return Reply(200, body)
+
+
+def action(name: str, key: str, value: str) -> Reply:
+    return content(json.dumps({"name": name, "arguments": {key: value}}))
+
+
+async def play(server: ScriptedServer, env: FakeEnv, **options: Any) -> Any:
+    policy = make_policy("openai", base_url=server.base_url, model="m", timeout=10.0, retry_initial_delay=0.01,
+                         retry_max_delay=0.02, action_format="constrained", **options)
+    try:
+        return await run_episode(env, policy, TASK.task_id, rollout_id="r", seed=5)
+    finally:
+        await policy.aclose()
+
+
+async def test_each_request_carries_the_schema_of_the_page_and_no_tools(server: ScriptedServer) -> None:
+    server.load(action("search", "query", "red hiking boots"), action("click", "value", "p1"),
+                action("click", "value", "size=9"), action("click", "value", "buy now"))
+    result = await play(server, FakeEnv())
+    assert result.scored and result.reward == 1.0 and result.turns == 4
+    schemas = [r["response_format"]["json_schema"]["schema"] for r in server.requests]
+    assert all(r["response_format"]["type"] == "json_schema" for r in server.requests)
+    assert schemas[0] == action_schema(observation("search").tools) == page_action_schema(observation("search"))
+    assert schemas[1]["properties"]["arguments"]["properties"]["value"]["enum"] == ["back to search", "p1", "p2"]
+    assert "buy now" in schemas[3]["properties"]["arguments"]["properties"]["value"]["enum"]
+    assert all("tools" not in r and "parallel_tool_calls" not in r for r in server.requests)
+    first, last = server.requests[0]["messages"], server.requests[-1]["messages"]
+    assert first[0] == {"role": "system", "content": CONSTRAINED_SYSTEM_PROMPT}
+    assert [m["role"] for m in last] == ["system", "user"] + ["assistant", "user"] * 3  # the reply is text, not a call
+    assert last[2] == {"role": "assistant", "content": '{"name": "search", "arguments": {"query": "red hiking boots"}}'}
+    for earlier, later in zip(server.requests, server.requests[1:]):  # the conversation only grows at its end
+        assert later["messages"][: len(earlier["messages"])] == earlier["messages"]
+
+
+async def test_a_reply_that_ignores_the_schema_is_scored_as_the_models_mistake(server: ScriptedServer) -> None:
+    server.load(content("Let me search for boots."), content('{"name": "search", "arguments": {"query": "bo', "length"))
+    result = await play(server, FakeEnv(), max_tokens=16)
+    assert result.scored and result.reward == 0.0
+    assert result.end_reason == "generation_length"
+    assert server.requests[1]["messages"][-1]["content"].startswith("Error: Your tool call could not be parsed")
+
+
+async def test_a_server_that_refuses_the_schema_makes_the_episode_technical(server: ScriptedServer) -> None:
+    server.load(error(400, "response_format: json_schema is not supported by this server"))
+    result = await play(server, FakeEnv())
+    assert not result.scored
+    assert "json_schema is not supported" in json.dumps(result.error)
+    assert len(server.requests) == 1  # a refusal is not retried
+
+
+def test_constrained_words_admits_queries_of_the_instructions_words_only() -> None:
+    from shopsimrl.agent.constrained import CONSTRAINED_QUERY_MAX_WORDS, instruction_words, schema_for
+
+    page = observation("search")
+    assert instruction_words(TASK.instruction)[:4] == ["i", "need", "red", "hiking"]
+    schema = schema_for("constrained-words", page, TASK.instruction)
+    assert schema is not None
+    for query in ("red hiking boots", "boots", "size 9 red", " ".join(["red"] * CONSTRAINED_QUERY_MAX_WORDS)):
+        assert admits(schema, {"name": "search", "arguments": {"query": query}}), query
+    for query in ("blue boots", "red  boots", "red hiking boots!", "", " ".join(["red"] * (CONSTRAINED_QUERY_MAX_WORDS + 1))):
+        assert not admits(schema, {"name": "search", "arguments": {"query": query}}), query
+    assert schema_for("constrained", page, TASK.instruction) == page_action_schema(page)
+    assert schema_for("tools", page, TASK.instruction) is None
