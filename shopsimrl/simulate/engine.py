@@ -77,6 +77,9 @@ class RunResult:
     #: clustered worlds: each cluster's final mean pass rate, and how many clusters had a prompt generated
     cluster_pass_rates: list[float] = field(default_factory=list)
     clusters_generated: int | None = None
+    #: worlds with directions: each kind's mean pass rate at the start and at the end (kind 0: the majority)
+    kind_pass_rates_initial: list[float] = field(default_factory=list)
+    kind_pass_rates: list[float] = field(default_factory=list)
 
     def summary(self, n_samples_per_prompt: int) -> dict[str, float]:
         s = self.steps
@@ -107,6 +110,9 @@ class RunResult:
             **({"cluster_final_pass_min": min(self.cluster_pass_rates),
                 "cluster_final_pass_median": median(self.cluster_pass_rates)} if self.cluster_pass_rates else {}),
             **({"clusters_generated": self.clusters_generated} if self.clusters_generated is not None else {}),
+            **({f"kind_{k}_{when}_pass_rate": rate for when, rates in (("initial", self.kind_pass_rates_initial),
+                                                                       ("final", self.kind_pass_rates))
+                for k, rate in enumerate(rates)} if self.kind_pass_rates else {}),
         }
 
 
@@ -159,6 +165,7 @@ def simulate_run(
     if mode is WaveMode.ADAPTIVE:
         sizer = AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, cushion), n)
     initial = w.mean_pass_rate()
+    kinds_initial = w.kind_pass_rates() if w.stance is not None else []
     records: list[StepRecord] = []
     timelines: dict[int, list[dict[str, Any]]] = {}
     groups: list[tuple[int, str, bool]] = []
@@ -179,6 +186,8 @@ def simulate_run(
         groups=groups,
         cluster_pass_rates=w.cluster_pass_rates() if w.clustered else [],
         clusters_generated=len({w.cluster(pid) for pid in selector.ever_chosen()}) if w.clustered else None,
+        kind_pass_rates_initial=kinds_initial,
+        kind_pass_rates=w.kind_pass_rates() if w.stance is not None else [],
     )
 
 

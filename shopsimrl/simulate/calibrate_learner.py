@@ -1,0 +1,184 @@
+"""The simulated world fitted to the main job's GRPO learner (``--products 2000``, 30 steps): ``LEARNER_2000``.
+
+The calibrated world (``calibrate.py``) assumes every informative group teaches every
+prompt the same.  The learner showed otherwise (docs/learning.md): its train prompts are of
+two kinds, those whose goal product is the first search result for the shopper's query and
+the rest, and what it learns from one kind hurts the other.  This world has those two kinds
+(:mod:`~shopsimrl.simulate.directions`) and takes its constants from the learner's
+measurements on the tuning seeds 100-104 (``LEARNER_MEASURED``, made by
+``python -m benchmarks.diagnose_selection DIR --kinds spread/fixed spread/adaptive --seeds 100 101 102 103 104``
+over the run folders of ``python -m benchmarks.bench_selection --seeds 100 101 102 103 104 --keep DIR``):
+
+1. the share of prompts of the majority kind (goal first);
+2. each kind's difficulties (mean per kind, one spread), by maximum likelihood on each train
+   task's untrained success (``SAMPLES`` episodes), a logit-normal per kind (:func:`fit_difficulties`);
+3. how learning moves (the shared skill's rate, the directions' angle, weight and rate) by a
+   grid search (``DYNAMICS_GRID``) for the smallest squared error between the simulated and the
+   measured mean pass rate of each kind after 30 steps of seed/fixed, spread/fixed and
+   spread/adaptive (:func:`fit_dynamics`, simulated on the same tuning seeds).
+
+The new ``informative`` rule is never fitted: the world predicts it.  The report seeds (0-4)
+check the ranking (``benchmarks/bench_simulate.py``, ``tests/simulate/test_directions.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from statistics import median
+from typing import Any
+
+from shopsimrl.simulate.engine import simulate_run
+from shopsimrl.simulate.model import WorldParams
+
+TUNING_SEEDS = (100, 101, 102, 103, 104)
+STEPS = 30  # the benchmark's steps
+PROMPTS = 160  # train tasks of the --products 2000 catalog
+SAMPLES = 16  # episodes per task behind each measured success
+#: The strategies whose final pass rates per kind are fitted (the new rule is predicted, not fitted).
+FITTED = (("seed", "fixed"), ("spread", "fixed"), ("spread", "adaptive"))
+#: The five strategies the simulator must rank as the learner does.
+RANKED = (("seed", "fixed"), ("spread", "fixed"), ("spread", "adaptive"), ("informative", "fixed"),
+          ("informative", "adaptive"))
+
+#: What the learner measured on seeds 100-104 (medians over the seeds; train success with 16 samples per task).
+LEARNER_MEASURED: dict[str, Any] = {
+    "goal_first_share": 0.56875,
+    "final": {  # mean train success of each kind after 30 steps: (goal first, goal not first)
+        "seed/fixed": (0.0, 0.0),
+        "spread/fixed": (0.0, 0.0),
+        "spread/adaptive": (0.0, 0.0),
+    },
+}
+
+DYNAMICS_GRID: dict[str, tuple[float, ...]] = {
+    "eta_global": (0.0, 0.002, 0.004, 0.008),
+    "direction_angle_deg": (45.0, 60.0, 75.0, 90.0),
+    "direction_weight": (1.0, 2.0, 3.0, 4.0),
+    "direction_rate": (0.005, 0.01, 0.02, 0.04),
+}
+
+
+def _log_likelihood(successes: Sequence[int], n: int, mu: float, sd: float,
+                    rule: Sequence[tuple[float, float]]) -> float:
+    """Log-likelihood of tasks' success counts (of ``n``) when their logits are ``Normal(mu, sd)``."""
+    from collections import Counter
+
+    from shopsimrl.sampling.estimate import sigmoid
+
+    rates = [(sigmoid(mu + sd * z), w) for z, w in rule]
+    total = 0.0
+    for k, count in Counter(successes).items():
+        like = sum(w * p ** k * (1.0 - p) ** (n - k) for p, w in rates)
+        total += count * (math.log(max(like, 1e-300)) + math.log(math.comb(n, k)))
+    return total
+
+
+def fit_difficulties(per_task: Mapping[str, float], goal_first: Mapping[str, bool], n: int = SAMPLES
+                     ) -> dict[str, float]:
+    """Each kind's mean logit and one shared spread, by maximum likelihood (a 0.25-logit grid)."""
+    from shopsimrl.sampling.estimate import POPULATION_NODES, hermite_rule
+
+    rule = list(zip(*hermite_rule(POPULATION_NODES)))
+    kinds = {True: [round(per_task[t] * n) for t in per_task if goal_first[t]],
+             False: [round(per_task[t] * n) for t in per_task if not goal_first[t]]}
+    best: tuple[float, float, float, float] | None = None
+    for sd in [0.25 * i for i in range(1, 17)]:
+        fits = {}
+        for kind, ks in kinds.items():
+            fits[kind] = max((_log_likelihood(ks, n, mu, sd, rule), mu) for mu in [0.25 * i for i in range(-24, 25)])
+        total = fits[True][0] + fits[False][0]
+        if best is None or total > best[0]:
+            best = (total, sd, fits[True][1], fits[False][1])
+    assert best is not None
+    _ll, sd, mu_first, mu_other = best
+    return {"difficulty_mean": -mu_first, "difficulty_sd": sd, "kind_difficulty_step": mu_first - mu_other,
+            "log_likelihood": _ll}
+
+
+def learner_world(**overrides: Any) -> WorldParams:
+    """The ``--products 2000`` regime with two kinds of prompt (the majority: goal first)."""
+    base = WorldParams(prompts=PROMPTS, directions=2, majority_share=LEARNER_MEASURED["goal_first_share"],
+                       eta_prompt=0.0)
+    return replace(base, **overrides)
+
+
+#: The fit (``python -m benchmarks.tune_learner_world``; figures in docs/learning.md).
+LEARNER_2000 = learner_world(difficulty_mean=-1.5, difficulty_sd=2.0, kind_difficulty_step=3.0, eta_global=0.004,
+                             direction_angle_deg=60.0, direction_weight=2.0, direction_rate=0.02)
+
+
+def final_kind_rates(world: WorldParams, selection: str, waves: str, seeds: Sequence[int],
+                     steps: int = STEPS) -> tuple[float, float, float]:
+    """Medians over seeds: each kind's final mean pass rate, and the mean over every prompt."""
+    rows = [simulate_run(selection=selection, waves=waves, steps=steps, seed=s, world=world).summary(8)
+            for s in seeds]
+    return (median(r["kind_0_final_pass_rate"] for r in rows), median(r["kind_1_final_pass_rate"] for r in rows),
+            median(r["final_mean_pass_rate"] for r in rows))
+
+
+def dynamics_loss(world: WorldParams, measured: Mapping[str, Any], seeds: Sequence[int]) -> float:
+    loss = 0.0
+    for selection, waves in FITTED:
+        first, other, _mean = final_kind_rates(world, selection, waves, seeds)
+        want = measured["final"][f"{selection}/{waves}"]
+        loss += (first - want[0]) ** 2 + (other - want[1]) ** 2
+    return loss
+
+
+def fit_dynamics(base: WorldParams, measured: Mapping[str, Any] = LEARNER_MEASURED,
+                 seeds: Sequence[int] = TUNING_SEEDS, grid: Mapping[str, Sequence[float]] = DYNAMICS_GRID
+                 ) -> list[dict[str, Any]]:
+    """Every grid point's loss, best first."""
+    rows = []
+    names = list(grid)
+    for values in itertools.product(*(grid[k] for k in names)):
+        world = replace(base, **dict(zip(names, values)))
+        rows.append({**dict(zip(names, values)), "loss": dynamics_loss(world, measured, seeds)})
+    return sorted(rows, key=lambda r: r["loss"])
+
+
+def ranking(world: WorldParams, seeds: Sequence[int], steps: int = STEPS) -> dict[str, float]:
+    """Each ranked strategy's median final mean pass rate (the simulator's held-out success)."""
+    return {f"{sel}/{waves}": final_kind_rates(world, sel, waves, seeds, steps)[2] for sel, waves in RANKED}
+
+
+def rank_agrees(simulated: Mapping[str, float], learner: Mapping[str, float], tie: float = 0.01) -> dict[str, Any]:
+    """Whether the simulator orders every pair of strategies as the learner does.
+
+    A pair the learner cannot separate (its medians within ``tie``) may come in either order;
+    every other pair must come in the learner's order.  Returns the pairs that disagree.
+    """
+    wrong = []
+    for a, b in itertools.combinations(sorted(learner), 2):
+        gap = learner[a] - learner[b]
+        if abs(gap) <= tie:
+            continue
+        if (simulated[a] - simulated[b]) * gap <= 0:
+            wrong.append({"pair": [a, b], "learner": gap, "simulated": simulated[a] - simulated[b]})
+    return {"agrees": not wrong, "disagreements": wrong, "tie": tie}
+
+
+#: The learner's final held-out success against seed/fixed (median of the per-seed differences over the report
+#: seeds 0-4, ``benchmarks/results/selection.json``, products_2000): the order the simulator must reproduce.
+LEARNER_FINAL_VS_SEED: dict[str, float] = {
+    "seed/fixed": 0.0,
+    "spread/fixed": -0.09,
+    "spread/adaptive": -0.06,
+    "informative/fixed": 0.0,
+    "informative/adaptive": 0.0,
+}
+
+
+def learner_targets(summary: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, Any]]:
+    """The simulator's ranking of the five strategies on final pass rate against the learner's on held-out success."""
+    labels = [f"{sel}/{waves}" for sel, waves in RANKED]
+    if not all(label in summary for label in labels):
+        return {}
+    simulated = {label: summary[label]["final_mean_pass_rate"] for label in labels}
+    verdict = rank_agrees(simulated, LEARNER_FINAL_VS_SEED)
+    return {"learner world: ranks the strategies as the learner does (pairs in another order)": {
+        "value": float(len(verdict["disagreements"])), "met": verdict["agrees"],
+        "disagreements": verdict["disagreements"]}}
