@@ -8,7 +8,7 @@ Two regimes, each strategy a real ``shopsimrl rollout --learner grpo --eval-ever
   (40 tasks) with 16 sampled episodes per task;
 - ``default_catalog`` (the embedded default, 1,600 train tasks: 30 steps are under one
   epoch): seed/fixed against informative/adaptive on seeds 0-2, judged on the 200 val tasks
-  with 8 sampled episodes per task.
+  with 4 sampled episodes per task (800 episodes per evaluation).
 
 Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same
 eval episodes): per-seed differences and their median, at equal generated episodes (each
@@ -71,7 +71,7 @@ class Regime:
 REGIMES = (
     Regime("products_2000", 2000, ("seed/fixed", "spread/fixed", "spread/adaptive", "informative/fixed",
                                    "informative/adaptive"), (0, 1, 2, 3, 4), "val+test", 16),
-    Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), (0, 1, 2), "val", 8),
+    Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), (0, 1, 2), "val", 4),
 )
 QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10)
 
