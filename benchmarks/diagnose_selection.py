@@ -60,6 +60,12 @@ def focus_set(run: Path) -> dict[str, int]:
     return {t: n for t, n in counts.items() if n >= FOCUS_MIN_TRAININGS}
 
 
+def goal_first_share_of_trained(run: Path, first: dict[str, bool], after: int = EXPLORATION_STEPS) -> float:
+    """The share of the groups trained after step ``after`` whose goal is the first result."""
+    late = [task for step, task in trained_groups(run) if step > after]
+    return sum(first[t] for t in late) / len(late)
+
+
 def goal_first(env: Any, task_ids: Sequence[str]) -> dict[str, bool]:
     """Whether each task's goal product is the first search result for the shopper's full query."""
     from shopsimrl.agent.heuristic import _Request  # the shopper's own reading of an instruction
@@ -160,6 +166,9 @@ async def kinds(root: Path, strategies: Sequence[str], seeds: Sequence[int]) -> 
                 rates = await success(client, theta, train, seed)
                 row[name] = {"goal_first": _mean(rates, a), "goal_not_first": _mean(rates, b),
                              "all": _mean(rates, train)}
+                if name != "untrained":
+                    row[name]["goal_first_share_of_trained_after_10"] = goal_first_share_of_trained(
+                        root / f"{name.replace('/', '-')}-{seed}", first)
                 if name == "untrained":
                     row[name]["per_task"] = {t: rates[t] for t in train}
             out["per_seed"][seed] = row

@@ -80,6 +80,8 @@ class RunResult:
     #: worlds with directions: each kind's mean pass rate at the start and at the end (kind 0: the majority)
     kind_pass_rates_initial: list[float] = field(default_factory=list)
     kind_pass_rates: list[float] = field(default_factory=list)
+    #: worlds with directions: informative groups trained per kind, per step
+    trained_kinds: list[list[int]] = field(default_factory=list)
 
     def summary(self, n_samples_per_prompt: int) -> dict[str, float]:
         s = self.steps
@@ -113,6 +115,8 @@ class RunResult:
             **({f"kind_{k}_{when}_pass_rate": rate for when, rates in (("initial", self.kind_pass_rates_initial),
                                                                        ("final", self.kind_pass_rates))
                 for k, rate in enumerate(rates)} if self.kind_pass_rates else {}),
+            **({"kind_0_share_of_trained_after_step_10": _share_after(self.trained_kinds, 10)}
+               if self.trained_kinds else {}),
         }
 
 
@@ -188,7 +192,15 @@ def simulate_run(
         clusters_generated=len({w.cluster(pid) for pid in selector.ever_chosen()}) if w.clustered else None,
         kind_pass_rates_initial=kinds_initial,
         kind_pass_rates=w.kind_pass_rates() if w.stance is not None else [],
+        trained_kinds=w.trained_kinds,
     )
+
+
+def _share_after(per_step: list[list[int]], step: int) -> float:
+    """Kind 0's share of the informative groups trained after ``step`` (the learner's exploration is over by 10)."""
+    late = per_step[step:]
+    total = sum(sum(c) for c in late)
+    return sum(c[0] for c in late) / total if total else float("nan")
 
 
 def _simulate_step(

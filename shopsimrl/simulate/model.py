@@ -131,6 +131,8 @@ class World:
         #: each prompt's kind (all 0 without directions), and the policy's stance (worlds with directions only)
         self.kind_of = draw_kinds(params.prompts, d, params.majority_share, seed) if d else [0] * params.prompts
         self.stance = Stance(params.geometry()) if d else None
+        #: per training step, how many informative groups of each kind were trained (worlds with directions)
+        self.trained_kinds: list[list[int]] = []
         shift = [params.kind_difficulty_step * k / (d - 1) for k in range(d)] if d else [0.0]
         self.difficulty = [self.rng.gauss(params.difficulty_mean + shift[k], params.difficulty_sd)
                            for k in self.kind_of]
@@ -218,7 +220,9 @@ class World:
         for pid in informative_prompts:
             self.bonus[self._index[pid]] += self.params.eta_prompt
         if self.stance is not None:
-            self.stance.train([self.kind_of[self._index[pid]] for pid in informative_prompts])
+            kinds = [self.kind_of[self._index[pid]] for pid in informative_prompts]
+            self.stance.train(kinds)
+            self.trained_kinds.append([kinds.count(k) for k in range(self.params.directions)])
         self.informative_trained += len(informative_prompts)
 
     def _train_clusters(self, informative_prompts: list[str]) -> None:
