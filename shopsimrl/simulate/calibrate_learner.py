@@ -55,11 +55,12 @@ LEARNER_MEASURED: dict[str, Any] = {
 
 #: The grid of the dynamics fit (the spread of difficulties is fitted with it: see :func:`fit_dynamics`).
 DYNAMICS_GRID: dict[str, tuple[float, ...]] = {
-    "difficulty_sd": (1.0, 1.5, 2.0),
+    "difficulty_sd": (0.75, 1.0),
     "eta_global": (0.004, 0.006, 0.008),
-    "direction_angle_deg": (75.0, 90.0),
-    "direction_weight": (1.0, 2.0, 3.0),
-    "direction_rate": (0.02,),
+    "novelty": (0.8, 0.9),
+    "direction_angle_deg": (90.0,),
+    "direction_weight": (2.0, 3.0),
+    "direction_rate": (0.02, 0.05),
 }
 
 

@@ -35,7 +35,10 @@ kind ``k_i`` and its pass rate a stance term::
 
 where every informative group trained on pulls the shared stance ``θ`` toward its prompt's
 direction ``u_k``; kind ``k``'s difficulties are centred ``kind_difficulty_step · k/(K − 1)``
-above ``difficulty_mean``.  ``calibrate_learner.LEARNER_2000`` is this world fitted to the
+above ``difficulty_mean``.  With ``novelty < 1`` a prompt's informative group teaches the
+shared skill ``novelty^t`` of ``eta_global``, ``t`` its earlier trainings: a prompt trained
+over and over has less left to teach every prompt (the learner's focus prompts doubled their
+own success while the rest gained little).  ``calibrate_learner.LEARNER_2000`` is this world fitted to the
 main job's GRPO learner.
 
 A group is ``n`` Bernoulli(``p_i``) rewards; with probability ``technical_rate`` it is
@@ -57,7 +60,7 @@ from shopsimrl.simulate.directions import DirectionGeometry, Stance, draw_kinds
 
 #: The fields of a world with directions: left out of a world without them (its record stays as it was).
 DIRECTION_FIELDS = ("directions", "direction_angle_deg", "direction_weight", "direction_rate", "majority_share",
-                    "kind_difficulty_step")
+                    "kind_difficulty_step", "novelty")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class WorldParams:
     direction_rate: float = 0.05  # with directions: the stance's step toward a trained prompt's direction
     majority_share: float = 0.6  # with directions: the share of prompts of kind 0
     kind_difficulty_step: float = 0.0  # with directions: kind K-1's difficulties are centred this much higher
+    novelty: float = 1.0  # each earlier training of a prompt scales the skill its next group teaches by this (1: none)
 
     def __post_init__(self) -> None:
         if self.prompts < 1:
@@ -95,6 +99,10 @@ class WorldParams:
             raise ValueError(f"clusters must be within [0, prompts={self.prompts}], got {self.clusters}")
         if not 0.0 <= self.transfer <= 1.0:
             raise ValueError(f"transfer must be within [0, 1], got {self.transfer}")
+        if not 0.0 < self.novelty <= 1.0:
+            raise ValueError(f"novelty must be within (0, 1], got {self.novelty}")
+        if self.novelty < 1.0 and not self.directions:
+            raise ValueError("novelty is a parameter of worlds with directions")
         if self.directions:
             if self.clusters:
                 raise ValueError("directions and clusters are separate worlds: choose one")
@@ -133,6 +141,8 @@ class World:
         self.stance = Stance(params.geometry()) if d else None
         #: per training step, how many informative groups of each kind were trained (worlds with directions)
         self.trained_kinds: list[list[int]] = []
+        #: informative groups trained per prompt (counted with novelty < 1 only)
+        self.times_trained = [0] * params.prompts
         shift = [params.kind_difficulty_step * k / (d - 1) for k in range(d)] if d else [0.0]
         self.difficulty = [self.rng.gauss(params.difficulty_mean + shift[k], params.difficulty_sd)
                            for k in self.kind_of]
@@ -214,6 +224,12 @@ class World:
         """One optimizer step on the kept batch: only groups with spread move the policy."""
         if self.clustered:
             self._train_clusters(informative_prompts)
+        elif self.params.novelty < 1.0:
+            for pid in informative_prompts:
+                i = self._index[pid]
+                teach = self.params.eta_global * self.params.novelty ** self.times_trained[i]
+                self.skill += teach * (1.0 - self.skill / self.params.skill_cap)
+                self.times_trained[i] += 1
         else:
             for _ in informative_prompts:
                 self.skill += self.params.eta_global * (1.0 - self.skill / self.params.skill_cap)
