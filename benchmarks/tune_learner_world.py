@@ -47,7 +47,8 @@ def measured(data: dict[str, Any]) -> dict[str, Any]:
     untrained = [data["per_seed"][s]["untrained"] for s in seeds]
     share = {f"{sel}/{waves}": median(data["per_seed"][s][f"{sel}/{waves}"]["goal_first_share_of_trained_after_10"]
                                       for s in seeds) for sel, waves in FITTED}
-    return {"goal_first_share": data["goal_first_share"], "final": final,
+    final_all = {name: median(data["per_seed"][s][name]["all"] for s in seeds) for name in final}
+    return {"goal_first_share": data["goal_first_share"], "final": final, "final_all": final_all,
             "untrained": (median(r["goal_first"] for r in untrained), median(r["goal_not_first"] for r in untrained)),
             "goal_first_share_of_trained_after_10": share}
 
