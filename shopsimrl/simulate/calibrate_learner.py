@@ -111,11 +111,6 @@ def learner_world(**overrides: Any) -> WorldParams:
     return replace(base, **overrides)
 
 
-#: The fit (``python -m benchmarks.tune_learner_world``; figures in docs/learning.md).
-LEARNER_2000 = learner_world(difficulty_mean=-1.5, difficulty_sd=2.0, kind_difficulty_step=3.0, eta_global=0.004,
-                             direction_angle_deg=60.0, direction_weight=2.0, direction_rate=0.02)
-
-
 def kind_means(sd: float, untrained: Sequence[float]) -> dict[str, float]:
     """The world's difficulty mean and kind step that give each kind its measured untrained mean pass rate, when
     difficulties spread ``sd`` logits (bisection on ``E[sigmoid(mu + sd Z)]``)."""
@@ -134,6 +129,12 @@ def kind_means(sd: float, untrained: Sequence[float]) -> dict[str, float]:
             low, high = (mid, high) if mean_rate(mid) < target else (low, mid)
         mus.append(0.5 * (low + high))
     return {"difficulty_mean": -mus[0], "kind_difficulty_step": mus[0] - mus[-1]}
+
+
+#: The fit (``python -m benchmarks.tune_learner_world``, ``benchmarks/results/selection_sim_fit.json``: the grid's best
+#: point on the tuning seeds; docs/learning.md).  The kinds' means follow from the spread (:func:`kind_means`).
+LEARNER_2000 = learner_world(difficulty_sd=0.5, **kind_means(0.5, LEARNER_MEASURED["untrained"]), eta_global=0.004,
+                             novelty=0.9, direction_angle_deg=90.0, direction_weight=2.0, direction_rate=0.02)
 
 
 def simulated_figures(world: WorldParams, selection: str, waves: str, seeds: Sequence[int],
