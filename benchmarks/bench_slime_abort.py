@@ -2,7 +2,7 @@
 
 One slime step's worth of episodes (32 groups x 8 = 256) runs through slime-shaped state
 (the test double of ``GenerateState`` / ``generate_and_rm_group`` / ``abort()`` in
-``tests/slime_double.py``, each rule read from slime's source) against a scripted SGLang
+``shopsimrl/slime/harness/double/rollout.py``, each rule read from slime's source) against a scripted SGLang
 server on 127.0.0.1 and the real ShopSim env in-process with 48 slots, so 48 episodes
 hold a slot and 208 wait at the env-slot gate.  Then slime's ``abort()`` runs (it sets
 ``GenerateState.aborted``, posts ``/abort_request`` to every worker until ``/v1/loads``
@@ -40,12 +40,11 @@ SEARCH = '<tool_call>\n{"name": "search", "arguments": {"query": "red hiking boo
 
 
 def _test_kit() -> tuple[Any, Any]:
-    """The slime double and the scripted SGLang live with the tests (pytest puts ``tests`` on the path)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    import scripted_sglang
-    import slime_double
+    """The slime double and the scripted SGLang (the ones the tests and ``shopsimrl slime check`` use)."""
+    from shopsimrl.slime.harness import scripted_sglang
+    from shopsimrl.slime.harness.double import rollout
 
-    return slime_double, scripted_sglang
+    return rollout, scripted_sglang
 
 
 async def _one_abort(kit: tuple[Any, Any], env: Any, tokenizer: Any, tokenizer_dir: Path, *, mode: str,
@@ -63,8 +62,8 @@ async def _one_abort(kit: tuple[Any, Any], env: Any, tokenizer: Any, tokenizer_d
     server = scripted.ScriptedSGLang(tokenizer, lambda body: (SEARCH, "stop"), delay=None if mode == "decoding" else 0.1)
     module = slime_double.install()
     try:
-        with scripted.serving(server.app) as port:
-            server.port = port
+        with scripted.serving(server):
+            port = server.port
             args = slime_double.slime_args(
                 sglang_router_ip="127.0.0.1", sglang_router_port=port, hf_checkpoint=str(tokenizer_dir),
                 shopsim_trace_dir=str(trace_dir), shopsim_env_slots=ENV_SLOTS, shopsim_max_turns=max_turns,
@@ -131,12 +130,13 @@ def main(quick: bool = False) -> dict[str, Any]:
 
     from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
     from shopsimrl.env import load_env
+    from shopsimrl.slime.harness.workspace import write_tokenizer
 
     kit = _test_kit()
     repeats = 2 if quick else 5
     with tempfile.TemporaryDirectory() as tmp:
         template = (ROOT / "tests" / "data" / "chat_templates" / "Qwen-Qwen3-0.6B.jinja").read_text()
-        tokenizer_dir = kit[1].build_tokenizer(Path(tmp) / "tokenizer", [DEFAULT_SYSTEM_PROMPT, SEARCH], template)
+        tokenizer_dir = write_tokenizer(Path(tmp) / "tokenizer", [DEFAULT_SYSTEM_PROMPT, SEARCH], template)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
         env = load_env(PRODUCTS, 7, Path(tmp) / "catalogs", slots=ENV_SLOTS)
         try:

@@ -20,7 +20,7 @@ import argparse
 from statistics import median
 
 from benchmarks.common import publish
-from shopsimrl.sampling import estimate, selector
+from shopsimrl.sampling import estimate, spread
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
 
@@ -46,7 +46,7 @@ def not_told(seeds: tuple[int, ...]) -> dict[str, float]:
 
 def main(seeds: tuple[int, ...] = SEEDS, drifts: tuple[float, ...] = DRIFTS, ties: tuple[float, ...] = TIES,
          out: str = "benchmarks/results/simulate_clusters_tuning.json") -> dict[str, object]:
-    saved = estimate.CLUSTER_DRIFT, selector.CLUSTER_TIE_LOGITS
+    saved = estimate.CLUSTER_DRIFT, spread.CLUSTER_TIE_LOGITS
     results: dict[str, object] = {"seeds": list(seeds), "steps": 80, "seed_fixed": {}, "grid": []}
     try:
         for k, s in WORLDS:
@@ -55,7 +55,7 @@ def main(seeds: tuple[int, ...] = SEEDS, drifts: tuple[float, ...] = DRIFTS, tie
         results["not_told_K=50,S=1"] = not_told(seeds)
         for drift in drifts:
             for tie in ties:
-                estimate.CLUSTER_DRIFT, selector.CLUSTER_TIE_LOGITS = drift, tie
+                estimate.CLUSTER_DRIFT, spread.CLUSTER_TIE_LOGITS = drift, tie
                 row = {"cluster_drift": drift, "cluster_tie_logits": tie}
                 for k, s in WORLDS:
                     row[f"K={k},S={s:g}"] = measure("informative", "adaptive", WorldParams(clusters=k, transfer=s),
@@ -63,7 +63,7 @@ def main(seeds: tuple[int, ...] = SEEDS, drifts: tuple[float, ...] = DRIFTS, tie
                 results["grid"].append(row)
                 print(row, flush=True)
     finally:
-        estimate.CLUSTER_DRIFT, selector.CLUSTER_TIE_LOGITS = saved
+        estimate.CLUSTER_DRIFT, spread.CLUSTER_TIE_LOGITS = saved
     publish(out, results, shown={"done": len(results["grid"])})
     return results
 

@@ -2,7 +2,8 @@
 
 Each mutation is a small textual edit (one line where the rule is one line) of a file under
 ``shopsimrl/sampling``, paired with the example test of ``tests/sampling/test_rules.py`` written
-to catch it.  The runner copies ``shopsimrl/``, ``tests/`` and ``pyproject.toml`` into a
+to catch it; a second block breaks one shell's pump at a time (the driver, slime's rollout function,
+the simulator, replay), each caught by the four-shell conformance test.  The runner copies ``shopsimrl/``, ``tests/`` and ``pyproject.toml`` into a
 temporary directory once, checks that the copy imports its own ``shopsimrl`` and that
 ``tests/sampling`` passes there, then for each mutation edits the copy, runs the mutation's
 example test and restores the copy's file.  The working tree is only read: an interrupted run
@@ -130,15 +131,15 @@ MUTATIONS = (
     Mutation("replay-ignores-wave-submission-time", "R15",
              "test_r15_abort_once_target_kept_even_with_groups_of_two_waves_in_flight",
              SAMPLING + "replay.py",
-             "heapq.heappush(pending, (now + supply[index][1], index))",
-             "heapq.heappush(pending, (supply[index][1], index))"),
+             "heapq.heappush(pending, (now + supply[action.index][1], action.index))",
+             "heapq.heappush(pending, (supply[action.index][1], action.index))"),
     # §4 no eviction
     Mutation("eviction", "R17",
              "test_r17_no_eviction_a_kept_fallback_stays_when_more_groups_with_spread_than_free_slots_finish_together",
              SAMPLING + "controller.py",
              "        else:\n            self.surplus.append(index)",
              "        elif output.keep and self.fallback:  # a group with spread evicts a fallback\n"
-             "            kept.remove(self.fallback.pop()); kept.append(index); decision = Decision.ACCEPTED\n"
+             "            self.kept.remove(self.fallback.pop()); self.kept.append(index); decision = Decision.ACCEPTED\n"
              "        else:\n            self.surplus.append(index)"),
     # §6 drop rates, success over all completed generations, update split, advantages
     Mutation("drop-rate-over-trained-only", "R19",
@@ -176,7 +177,7 @@ MUTATIONS = (
     Mutation("surplus-trained", "R26",
              "test_r26_groups_with_spread_beyond_target_in_the_filling_batch_are_surplus_never_kept",
              SAMPLING + "controller.py",
-             "elif len(kept) < self.target:", "elif True:"),
+             "elif len(self.kept) < self.target:", "elif True:"),
     Mutation("batch-in-reverse-submission-order", "R27",
              "test_r27_simultaneous_completions_are_judged_in_submission_order_whatever_order_they_arrive_in",
              SAMPLING + "controller.py",
@@ -220,28 +221,68 @@ MUTATIONS = (
     Mutation("staged-stop-not-a-zero-std-drop", "R29",
              "test_staged.py::test_r29_the_step_decides_a_certain_agreement_as_the_seeds_zero_std_drop_after_k",
              SAMPLING + "step.py",
-             "return self.complete(index, Verdict.ZERO_STD,", "return self.complete(index, Verdict.TECHNICAL,"),
+             "*self.complete(index, Verdict.ZERO_STD, agreed)", "*self.complete(index, Verdict.TECHNICAL, agreed)"),
     Mutation("staged-skip-inverted", "R29",
              "test_staged.py::test_r29_a_staged_group_starts_its_first_k_and_a_prompt_predicted_to_spread_starts_whole",
              SAMPLING + "step.py",
              "if q >= staging.skip_q:", "if q < staging.skip_q:"),
     Mutation("staged-never-seen-at-the-wide-prior", "R29",
              "test_staged_population.py::test_r29_a_never_seen_prompts_logit_follows_recent_first_tries",
-             SAMPLING + "selector.py",
-             "return self._first_tries_fit\n", "return self._model.logit(i, False)\n"),
+             SAMPLING + "evidence.py",
+             "return self._first_tries_fit\n", "return self.model.logit(i, False)\n"),
     Mutation("staged-population-before-enough-first-tries", "R29",
              "test_staged_population.py::test_r29_a_never_seen_prompts_logit_is_the_wide_prior_until_enough_first_tries",
-             SAMPLING + "selector.py",
+             SAMPLING + "evidence.py",
              "< POPULATION_FIT_MIN_GROUPS:", "< 0.0:"),
     Mutation("staged-first-tries-never-fade", "R29",
              "test_staged_population.py::test_r29_old_first_tries_fade",
-             SAMPLING + "selector.py",
+             SAMPLING + "evidence.py",
              "tries[key] *= POPULATION_FIT_DECAY", "tries[key] *= 1.0"),
     Mutation("staged-population-ignores-groups-decided-after-k", "R29",
              "test_staged_population.py::test_r29_fit_population_counts_what_a_group_decided_after_k_showed",
              SAMPLING + "estimate.py",
              "        if count > 0.0:  # the binomial", "        if count > 0.0 and n >= max(n for n, _ in counts):  # the binomial"),
+    # the informative selection rule (docs/efficient-sampling.md)
+    Mutation("informative-skip-without-floor", "selection",
+             "test_selector_informative.py::test_a_skipped_prompt_is_retried_at_least_at_the_floor",
+             SAMPLING + "informative.py",
+             "return min(1.0 - self.retry_floor, 1.0 - self.retry_base ** run)", "return 1.0 - self.retry_base ** run"),
+    Mutation("informative-skip-budget-ignored", "selection",
+             "test_selector_informative.py::test_a_pass_skips_at_most_a_third_of_the_prompts",
+             SAMPLING + "informative.py",
+             "if self._skips_left > 0 and self._rng.random() < p:", "if self._rng.random() < p:"),
+    Mutation("informative-released-prompt-back-in-its-pass", "selection",
+             "test_selector_informative.py::test_a_released_prompt_is_consumed_and_comes_back_with_its_next_pass",
+             SAMPLING + "informative.py",
+             '"""Consumed: a prompt comes back only with its turn in a later pass."""',
+             '"""Mutated: back to the front of its pass."""\n        if front:\n            self._order.appendleft(i)'),
+    Mutation("informative-skips-what-the-model-predicts-to-spread", "selection",
+             "test_selector_informative.py::test_a_prompt_the_model_predicts_to_spread_is_not_skipped",
+             SAMPLING + "informative.py",
+             "if run == 0 or 1.0 - self._predict(i) >= SKIP_Q:", "if run == 0:"),
 )
+
+
+# Every shell is a pump around RolloutStep: break one pump at a time, and the four-shell conformance test
+# (tests/sampling/test_conformance.py) must notice.  Kept apart from the rules' mutations above.
+SHELLS = "test_conformance.py::test_every_shell_makes_the_same_decisions_drops_and_abort_point"
+SHELL_MUTATIONS = (
+    Mutation("driver-first-stage-reads-one-sibling", "pump", SHELLS,
+             "shopsimrl/rollout/driver.py",
+             "[e.reward if e.scored else None for e in group.episodes]",
+             "[e.reward if e.scored else None for e in group.episodes[:1]] * len(group.episodes)"),
+    Mutation("slime-judges-a-rest-without-its-first-k", "pump", SHELLS,
+             "shopsimrl/slime/rollout_fn.py",
+             "return batch.judge(index, generation.whole(index, group))", "return batch.judge(index, group)"),
+    Mutation("simulator-takes-one-group-per-instant", "pump", SHELLS,
+             "shopsimrl/simulate/engine.py",
+             "act(rs.finished([back(i) for i in ended]))", "act(rs.finished([back(i) for i in ended[:1]]))"),
+    Mutation("replay-judges-the-previous-group", "pump", SHELLS,
+             "shopsimrl/sampling/replay.py",
+             "act(step.finished([(i, supply[i][0], None) for i in batch]))",
+             "act(step.finished([(i, supply[max(i - 1, 0)][0], None) for i in batch]))"),
+)
+MUTATIONS = MUTATIONS + SHELL_MUTATIONS
 
 
 def check_applies(mutations: tuple[Mutation, ...]) -> list[str]:

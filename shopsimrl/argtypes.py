@@ -18,6 +18,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -62,14 +63,16 @@ def _integer(text: str) -> int:
         _bad(f"expected a whole number, got {text!r}")
 
 
-def int_range(low: int, high: int | None = None, *, why: str = "") -> Callable[[str], int]:
-    """A whole number within ``low..high`` (no upper bound when ``high`` is None); ``why`` ends the message."""
+def int_range(low: int, high: int | None = None, *, why: str = "", why_high: str = "") -> Callable[[str], int]:
+    """A whole number within ``low..high`` (no upper bound when ``high`` is None); ``why`` ends the message
+    (``why_high`` too, for a value above ``high``)."""
 
     def check(text: str) -> int:
         value = _integer(text)
         if value < low or (high is not None and value > high):
+            because = why or (why_high if high is not None and value > high else "")
             _bad(f"must be a whole number {f'within {low}..{high}' if high is not None else f'>= {low}'}"
-                 f"{f' ({why})' if why else ''}, got {value}")
+                 f"{f' ({because})' if because else ''}, got {value}")
         return value
 
     check.__name__ = "int"
@@ -95,6 +98,20 @@ def number(low: float | None = None, high: float | None = None, *, above: float 
     return check
 
 
+def one_of(kind: type[Enum]) -> dict[str, Any]:
+    """``add_argument`` keywords for an option that takes one value of the enum ``kind`` (``str`` enums, such
+    as ``sampling.modes``'s): the parsed value is the member, so nothing later parses it again."""
+
+    def check(text: str) -> Enum:
+        try:
+            return kind(text.strip())
+        except ValueError:
+            _bad(f"invalid choice: {text!r} (choose from {', '.join(repr(m.value) for m in kind)})")
+
+    check.__name__ = kind.__name__
+    return {"type": check, "choices": list(kind), "metavar": "{" + ",".join(str(m.value) for m in kind) + "}"}
+
+
 def _first_existing(path: Path) -> Path:
     probe = path
     while not os.path.lexists(probe) and probe.parent != probe:
@@ -102,15 +119,22 @@ def _first_existing(path: Path) -> Path:
     return probe
 
 
-def _probe_writable(folder: Path, what: str) -> None:
-    """Create and remove a hidden file in ``folder``: what an atomic write will do there (os.access
-    says yes to root everywhere, /proc included)."""
+def cannot_write_in(folder: Path) -> str | None:
+    """Why nothing can be written in ``folder`` (None: it can).  Creates and removes a hidden file there: what
+    an atomic write will do (os.access says yes to root everywhere, /proc included)."""
     try:
-        fd, name = tempfile.mkstemp(prefix=".shopsimrl-probe-", dir=folder)
+        fd, name = tempfile.mkstemp(prefix=".shopsimrl-probe-", dir=_first_existing(folder))
     except OSError as exc:
-        _bad(f"cannot write in {folder} ({exc.strerror or exc}): choose another {what}")
+        return str(exc.strerror or exc)
     os.close(fd)
     os.unlink(name)
+    return None
+
+
+def _probe_writable(folder: Path, what: str) -> None:
+    reason = cannot_write_in(folder)
+    if reason is not None:
+        _bad(f"cannot write in {folder} ({reason}): choose another {what}")
 
 
 def folder(text: str) -> Path:

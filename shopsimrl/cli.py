@@ -1,79 +1,62 @@
-"""The ``shopsimrl`` command: one sub-command family per part of the project.
+"""The ``shopsimrl`` command: the one registry of sub-commands, dispatched one way.
 
-Each part registers its own sub-commands (``register(subparsers)``) in its own
-``cli`` module; this file only dispatches, and imports a part only when its
-command runs, so ``shopsimrl --help`` stays fast.
+Each sub-command is a module of ``shopsimrl/commands/`` with ``register(subparsers)``; every one
+goes through argparse and :func:`shopsimrl.commands.dispatch.run` (a refusal: one line, exit 2;
+a bug: a traceback, exit 1).  The command modules load their work only when it runs, so
+``shopsimrl --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
-# Every command family: each module defines register(subparsers).
-_PARTS: tuple[str, ...] = (
-    "shopsimrl.rollout.cli",  # rollout: dynamic-sampling rollout steps (the main job)
-    "shopsimrl.env.cli",  # env: the ShopSim environment (build, serve, play)
-    "shopsimrl.sampling.cli",  # replay: the wave state machine on a supply of groups
-    "shopsimrl.slime.cli",  # data export, train: slime integration
-    "shopsimrl.simulate.cli",  # simulate: GPU-free training runs comparing selection strategies
-    "shopsimrl.learn.cli",  # compare: held-out success against generated episodes for several runs
+from shopsimrl import __version__
+from shopsimrl.argtypes import OneLineParser
+from shopsimrl.commands import (
+    calibrate,
+    compare,
+    data,
+    env,
+    launch,
+    measure,
+    replay,
+    rollout,
+    simulate,
+    slime,
+    train,
+)
+from shopsimrl.commands.dispatch import run
+
+#: Every sub-command, in the order ``shopsimrl --help`` lists them.
+COMMANDS = (
+    rollout,  # rollout: dynamic-sampling rollout steps (the main job)
+    env,  # env build | serve | play | ray-serve: the ShopSim environment
+    replay,  # replay: the wave state machine on a supply of groups
+    data,  # data export: slime's prompt file
+    train,  # train: GRPO training on slime
+    slime,  # slime check: does this release fit a slime checkout
+    simulate,  # simulate: GPU-free training runs comparing selection strategies
+    compare,  # compare: held-out success against generated episodes for several runs
+    measure,  # measure: success rate and group labels of the heuristic policy
+    calibrate,  # calibrate: fit the simulated world to the release run
+    launch,  # launch --print-defaults: the training knobs' defaults as shell lines
 )
 
 
-# Commands whose module parses its own options: main(argv) -> exit code.  The dispatcher hands them the rest
-# of the command line untouched (``shopsimrl launch --print-defaults``), and lists them in --help.
-_SCRIPTS: dict[str, tuple[str, str]] = {
-    "measure": ("shopsimrl.rollout.measure", "success rate and group labels of the heuristic policy"),
-    "calibrate": ("shopsimrl.simulate.calibrate", "fit the simulated world to the release run: RELEASE_CSV OUT_JSON"),
-    "launch": ("shopsimrl.slime.launch", "the slime launcher: --print-defaults [--full-run] prints its knobs' defaults"),
-}
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from shopsimrl.argtypes import OneLineParser  # sub-command parsers inherit its one-line errors
-
+    """The whole command line; sub-command parsers inherit OneLineParser's one-line errors."""
     parser = OneLineParser(prog="shopsimrl", description="ShopSimRL: dynamic sampling for GRPO on slime.")
-    parser.add_argument("--version", action="version", version=f"shopsimrl {_version()}")
+    parser.add_argument("--version", action="version", version=f"shopsimrl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in _PARTS:
-        importlib.import_module(module_name).register(subparsers)
-    for name, (_module, summary) in _SCRIPTS.items():
-        subparsers.add_parser(name, help=summary, add_help=False)
+    for command in COMMANDS:
+        command.register(subparsers)
     return parser
 
 
-def _version() -> str:
-    from shopsimrl import __version__
-
-    return __version__
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
-    if words and words[0] in _SCRIPTS:
-        module_name, _summary = _SCRIPTS[words[0]]
-        try:
-            return int(importlib.import_module(module_name).main(words[1:]) or 0)
-        except KeyboardInterrupt:
-            print(f"shopsimrl {words[0]}: interrupted", file=sys.stderr, flush=True)
-            return 130
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version, or a value refused while parsing (one line on stderr)
-        return exc.code if isinstance(exc.code, int) else 2
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
-    try:
-        return int(handler(args) or 0)
-    except KeyboardInterrupt:  # Ctrl-C outside a command's own signal handling (e.g. while it starts): one line
-        print(f"shopsimrl {getattr(args, 'command', '')}: interrupted".replace("  ", " "), file=sys.stderr, flush=True)
-        return 130
+    return run(build_parser(), sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -37,9 +37,9 @@ def default_catalog(catalog_cache: Path) -> Path:
 @pytest.fixture
 def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if the rollout CLI gets as far as opening an environment."""
-    from shopsimrl.rollout import cli
+    from shopsimrl.commands import rollout_stages
 
-    async def forbidden(args: object) -> None:
+    async def forbidden(*_args: object) -> None:
         raise AssertionError("the environment was opened although the options are invalid")
 
-    monkeypatch.setattr(cli, "_open_env", forbidden)
+    monkeypatch.setattr(rollout_stages, "open_env", forbidden)

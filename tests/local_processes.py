@@ -6,6 +6,13 @@ import os
 import socket
 
 
+def free_port() -> int:
+    """A loopback port free right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def free_ports(n: int) -> int:
     """A first port p with p..p+n-1 free right now (loopback)."""
     for _ in range(50):

@@ -98,3 +98,44 @@ def test_a_temporary_file_left_by_a_killed_build_is_removed_by_the_next(tmp_path
 def test_a_cache_folder_that_cannot_be_made_is_one_clear_error(folder: str) -> None:
     with pytest.raises(CatalogError, match=f"cannot make the catalog folder {folder} .*--cache-dir or"):
         build_catalog(PRODUCTS, 3, folder)
+
+
+def _checksum_directory(path: Path) -> None:
+    checksum_path(path).unlink()
+    checksum_path(path).mkdir()
+
+
+@pytest.mark.parametrize("damage", [
+    lambda p: checksum_path(p).write_text("0" * 10_000),  # over the cap: never read whole
+    lambda p: checksum_path(p).write_text(f"not-a-sha256  {p.name}\n"),
+    lambda p: checksum_path(p).write_bytes(b"\xff\xfe" * 16),
+    lambda p: checksum_path(p).write_text(""),
+], ids=["oversized", "not-hex", "binary", "empty"])
+def test_a_checksum_file_of_the_wrong_shape_is_rebuilt_with_a_message(built: Path, capsys, damage) -> None:
+    damage(built)
+    with pytest.raises(CatalogError, match="no usable checksum.*rebuild it with: shopsimrl env build"):
+        verify_catalog(built)
+    assert build_catalog(PRODUCTS, 3, built.parent) == built
+    assert "no usable checksum" in capsys.readouterr().err
+    verify_catalog(built)
+
+
+def test_a_checksum_that_is_a_directory_is_one_line_and_a_catalog_that_is_one_is_refused(built: Path) -> None:
+    _checksum_directory(built)
+    with pytest.raises(CatalogError, match="is a directory"):
+        verify_catalog(built)
+    built.unlink()
+    built.mkdir()
+    with pytest.raises(CatalogError, match=f"the catalog {built} is a directory: remove it"):
+        build_catalog(PRODUCTS, 3, built.parent)
+
+
+def test_a_planted_catalog_lock_is_a_catalog_refusal_and_a_lock_file_error(tmp_path: Path) -> None:
+    from shopsimrl.io import LockFileError
+
+    target = tmp_path / "shopsim-v1-seed3-p300-t50.sqlite"
+    target.with_name(f".{target.name}.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(CatalogError, match="is a symbolic link") as refused:
+        build_catalog(PRODUCTS, 3, tmp_path)
+    assert isinstance(refused.value, LockFileError)  # the commands' CatalogError refusal covers it: exit 2
+    assert not (tmp_path / "elsewhere").exists()

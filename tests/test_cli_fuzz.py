@@ -4,16 +4,20 @@ The commands and their options are read from the real parser (``build_parser``),
 added without a row here fails ``test_every_option_has_a_row``: give it its bad values, or say
 in ``NO_BAD_VALUE`` why any string is fine.  Values refused while parsing are checked on the
 parser alone (nothing can start); the few refused later, in the command (``Late``), run
-``main`` with every way to start work replaced by a failure.
+``main`` with every way to start work replaced by a failure.  Wherever a command reads a file,
+it gets files of every kind (``ODD_FILES``: empty, binary, non-ASCII text, a header alone, a
+FIFO, a symlink loop, a dangling symlink, a folder, ``/dev/zero``), and sizes far beyond any run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +29,9 @@ BY_TYPE: dict[str, tuple[str, ...]] = {
     "float": ("x", "nan", "inf", "-inf", ""),
     "folder": ("", "/dev/null", "/dev/null/sub", "/proc/self/new"),
     "cache_folder": ("", "/dev/null", "/dev/null/sub"),  # may be read-only: the catalog may be there already
-    "out_file": ("", "/tmp", "/dev/null", "/proc/self/x.jsonl"),
-    "in_file": ("", "/dev/zero", "/tmp", "/nonexistent/file"),
+    "out_file": ("", "/tmp", "/dev/null", "/proc/self/x.jsonl", "@fifo", "@folder", "@loop"),
+    "in_file": ("", "/dev/zero", "/tmp", "/nonexistent/file", "@fifo", "@loop", "@dangling", "@folder"),
+    "existing_folder": ("", "/nonexistent/run", "/etc/hostname", "@fifo", "@loop", "@empty"),
     "server_url": ("notaurl", "", "http://127.0.0.1:99999", "ftp://127.0.0.1:5700", "http://:5700"),
     "_env_option": ("notaurl", "", "http://127.0.0.1:99999", "http://127.0.0.1:0",
                     "http://127.0.0.1:5700,http://localhost:5700", "http://127.0.0.1:5700,http://127.0.0.1:5700/"),
@@ -41,8 +46,25 @@ class Late:
     extra: tuple[str, ...] = ()
 
 
+#: Files of every kind, made once per session (``odd_files``); a value "@name" in a row stands for its path.
+ODD_FILES: dict[str, bytes | str] = {
+    "empty": b"",
+    "binary": bytes(range(256)) * 4,
+    "unicode": "шаг,раунд,成功率\n1,0,✓\n",  # UTF-8 text, but not what any command reads
+    "header": "step,round,technical_drops,zero_std_drops,completed_groups,train_groups,zero_std_groups_in_batch,"
+              "success_rate,all_wrong_group_rate,rollout_time_s,verdict,duration\n",  # a CSV header alone
+    "fifo": "FIFO",  # a named pipe: opening it for reading would wait forever for a writer
+    "loop": "LOOP",  # a symlink to itself
+    "dangling": "DANGLING",  # a symlink to nothing
+    "folder": "FOLDER",
+}
+RELEASE_CSV = str(Path(__file__).parent / "data" / "shopsimrl_release_steps.csv")
+#: Sizes no run means (a typo): refused while parsing with the bound, never accepted and run for months.
+HUGE = ("1000000000", "100000000000000000000000", "1e9", "1e23")
 PRODUCTS = ("5", "9", "0", "-1", "2000000")
-CATALOG = {"--products": PRODUCTS, "--seed": (), "--tasks": ("0", "-5"), "--cache-dir": ()}
+CATALOG = {"--products": PRODUCTS, "--seed": (), "--tasks": ("0", "-5"), "--cache-dir": (Late("/proc"),)}
+#: A file the command reads whole; its content refused with one line naming the file.
+CONTENT = (Late("@empty"), Late("@binary"), Late("@unicode"), Late("@header"))
 SERVER = {"--port": ("0", "-1", "70000"), "--slots": ("0", "-3", "1000000000"), "--action-limit": ("0", "-1")}
 
 #: command -> option (or positional) -> bad values beyond BY_TYPE
@@ -53,7 +75,7 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--over-sampling-batch-size": ("0", Late("8")),  # smaller than --rollout-batch-size
         "--global-batch-size": ("0", Late("60")),
         "--max-consecutive-failed-groups": ("0",),
-        "--steps": ("0", "-1"),
+        "--steps": ("0", "-1", *HUGE),
         "--seed": (),
         "--out": (),
         "--name": (Late("../x"), Late("a/b"), Late(".."), Late(""), Late("a" * 300)),
@@ -64,7 +86,9 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--fault-rate": ("-0.1", "1.5"),
         "--cushion": (),
         "--env": ("ftp://x",),
-        "--env-token-file": (Late("/etc/hostname"),),  # without --env URL
+        "--env-token-file": (Late("/etc/hostname"),  # without --env URL
+                             Late("@empty", ("--env", "http://127.0.0.1:9")), Late("@binary", ("--env", "http://127.0.0.1:9"))),
+        "--policy": (Late("openai"),),  # without --openai-base-url: refused before any step, not after one
         "--products": PRODUCTS,
         "--catalog-seed": (),
         "--openai-base-url": (),
@@ -75,7 +99,8 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--request-timeout": ("0",),
         "--top-p": ("-0.5", "1.5"),
         "--extra-body": (Late("notjson", ("--policy", "openai")), Late("[1]", ("--policy", "openai"))),
-        "--system-prompt": (),
+        "--system-prompt": tuple(Late(v.value, ("--policy", "openai", "--openai-base-url", "http://127.0.0.1:9"))
+                                 for v in CONTENT[:2]),  # empty, binary
         "--max-context-tokens": ("0",),
         "--wandb-dir": (),
         "--stage-size": ("0", "-1", Late("9", ("--siblings", "staged")), Late("4")),  # > n; without staged
@@ -84,16 +109,17 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
     },
     "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2"),
                   "--host": (Late("0.0.0.0"), Late("192.0.2.1")),  # beyond loopback without a token
-                  "--token-file": ()},
+                  "--token-file": (Late("@empty"), Late("@binary"))},
     "env build": dict(CATALOG),
     "env play": dict(CATALOG),
     "env ray-serve": {**CATALOG, **SERVER, "--port": ("-1", "70000"), "--per-node": ("0",), "--token-file": (),
-                      "--urls-file": ()},
-    "replay": {"supply": (), "--rollout-batch-size": ("0",), "--over-sampling-batch-size": ("0", Late("4")),
+                      "--urls-file": (), "--cache-dir": ()},  # each node builds its own catalog: checked there
+    "replay": {"supply": CONTENT, "--rollout-batch-size": ("0",), "--over-sampling-batch-size": ("0", Late("4")),
                "--max-consecutive-failed-groups": ("0",)},
-    "data export": {"--out": (), "--env": (), "--env-token-file": (Late("/etc/hostname"),),  # without --env
-                    "--products": PRODUCTS, "--seed": (), "--cache-dir": ()},
-    "simulate": {"--steps": ("0",), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
+    "data export": {"--out": (), "--env": (), "--env-token-file": (Late("/etc/hostname"),  # without --env
+                                                                  Late("@empty", ("--env", "http://127.0.0.1:9"))),
+                    "--products": PRODUCTS, "--seed": (), "--cache-dir": (Late("/proc"),)},
+    "simulate": {"--steps": ("0", *HUGE), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
                  "--prompts": ("0", "1", "31"), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
                  "--stage-size": ("0", Late("4")), "--capacity": ("-1", Late("0", ("--siblings", "staged"))),
                  "--stage-skip-q": ("-0.1", "1.5", Late("0.5")),  # without --siblings staged
@@ -101,6 +127,11 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
     "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
                     "--jobs": ("0", "99"), "--json": ()},
     "compare": {"runs": ("", "/nonexistent/run", "/etc/hostname"), "--chart": ()},
+    "measure": {"--products": PRODUCTS, "--catalog-seed": (), "--cache-dir": (Late("/proc"),), "--seed": (),
+                "--tasks": ("0", "-1", *HUGE), "--siblings": ("0", "-1", *HUGE),
+                "--options": ("x", "[1]", "", "{", Late('{"bogus": 1}'), Late('{"temperature": -1}'),
+                              Late('{"temperature": "x"}'))},
+    "calibrate": {"release_csv": CONTENT, "out_json": ()},
 }
 
 #: options any string suits, and why
@@ -114,6 +145,8 @@ NO_BAD_VALUE: dict[str, dict[str, str]] = {
 
 #: options that must come along for the command to parse (the second one of a mutually exclusive pair)
 BASE: dict[str, tuple[str, ...]] = {"replay": ("--example", "spec4")}
+#: commands with several positionals: each one's good value, in order (the case's value replaces its own)
+POSITIONALS: dict[str, dict[str, str]] = {"calibrate": {"release_csv": RELEASE_CSV, "out_json": "@out"}}
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -151,10 +184,39 @@ def _cases() -> Iterator[tuple[str, str, str | Late]]:
 CASES = list(_cases())
 
 
-def _argv(command: str, option: str, value: str, extra: tuple[str, ...] = ()) -> list[str]:
+@pytest.fixture(scope="session")
+def odd_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """``@name`` -> the path of a file of that kind (``@out``: a new file in a folder we can write in)."""
+    root = tmp_path_factory.mktemp("odd-files")
+    paths = {f"@{name}": str(root / name) for name in ODD_FILES}
+    for name, content in ODD_FILES.items():
+        path = root / name
+        if content == "FIFO":
+            os.mkfifo(path)
+        elif content == "LOOP":
+            path.symlink_to(path)
+        elif content == "DANGLING":
+            path.symlink_to(root / "nothing-here")
+        elif content == "FOLDER":
+            path.mkdir()
+        else:
+            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return {**paths, "@out": str(root / "out" / "fit.json")}
+
+
+def _argv(command: str, option: str, value: str, extra: tuple[str, ...] = (), files: dict[str, str] | None = None) -> list[str]:
+    def real(text: str) -> str:
+        return (files or {}).get(text, text)
+
+    value = real(value)
     base = () if option in ("supply", "--example") else BASE.get(command, ())
-    given = [value] if not option.startswith("-") else [f"{option}={value}"] if value.startswith("-") else [option, value]
-    return [*command.split(), *base, *extra, *given]
+    if command in POSITIONALS:
+        given = [value if name == option else real(good) for name, good in POSITIONALS[command].items()]
+        if option.startswith("-"):
+            given += [f"{option}={value}"]
+    else:
+        given = [value] if not option.startswith("-") else [f"{option}={value}"] if value.startswith("-") else [option, value]
+    return [*command.split(), *base, *(real(e) for e in extra), *given]
 
 
 def test_every_option_has_a_row() -> None:
@@ -176,9 +238,9 @@ def _one_line(err: str) -> str:
 
 @pytest.mark.parametrize(("command", "option", "value"), [c for c in CASES if not isinstance(c[2], Late)],
                          ids=lambda v: repr(v)[:40] if isinstance(v, str) else str(v))
-def test_a_bad_value_is_one_line_and_exit_2_while_parsing(capsys, command, option, value) -> None:
+def test_a_bad_value_is_one_line_and_exit_2_while_parsing(capsys, odd_files, command, option, value) -> None:
     with pytest.raises(SystemExit) as exited:
-        build_parser().parse_args(_argv(command, option, value))
+        build_parser().parse_args(_argv(command, option, value, files=odd_files))
     assert exited.value.code == 2
     line = _one_line(capsys.readouterr().err)
     assert line.startswith(f"shopsimrl {command}: error: argument {option if option.startswith('-') else ''}"), line
@@ -194,28 +256,48 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     async def forbidden_async(*_args: object, **_kwargs: object) -> None:
         forbidden()
 
+    from shopsimrl.commands import rollout_stages
     from shopsimrl.env import build, core, server
-    from shopsimrl.rollout import cli as rollout_cli
-    from shopsimrl.simulate import compare
+    from shopsimrl.rollout import measure
+    from shopsimrl.simulate import calibrate, compare
 
-    monkeypatch.setattr(rollout_cli, "_open_env", forbidden_async)
-    for module, name in ((build, "build_catalog"), (core, "load_env"), (server, "serve"), (compare, "compare")):
-        monkeypatch.setattr(module, name, forbidden)
+    monkeypatch.setattr(rollout_stages, "open_env", forbidden_async)
+    work = [getattr(module, name) for module, name in
+            ((build, "build_catalog"), (core, "load_env"), (server, "serve"), (compare, "compare"),
+             (calibrate, "fit"), (measure, "measure"))]
+    for module in [m for name, m in sys.modules.items() if name.startswith("shopsimrl.")]:
+        for attribute, value in list(vars(module).items()):  # also where a command imported the function by name
+            if any(value is w for w in work):
+                monkeypatch.setattr(module, attribute, forbidden)
 
 
 @pytest.mark.parametrize(("command", "option", "value"), [c for c in CASES if isinstance(c[2], Late)],
                          ids=str)
-def test_a_bad_value_the_command_checks_is_one_line_and_exit_2(capsys, no_work, tmp_path, monkeypatch,
+def test_a_bad_value_the_command_checks_is_one_line_and_exit_2(capsys, no_work, tmp_path, monkeypatch, odd_files,
                                                               command, option, value) -> None:
     monkeypatch.chdir(tmp_path)  # a default --out lands here, never in the checkout
     for name in ("SHOPSIM_ENV_TOKEN", "SHOPSIM_ENV_TOKEN_FILE"):
         monkeypatch.delenv(name, raising=False)
-    code = main(_argv(command, option, value.value, value.extra))
+    code = main(_argv(command, option, value.value, value.extra, odd_files))
     err = capsys.readouterr().err
     assert code == 2, err
     if option == "--max-steps":  # the deprecation warning comes first, then the one line
         err = err.split("\n", 1)[1]
-    assert "refused" in _one_line(err) or "error" in err
+    line = _one_line(err)
+    assert "refused" in line or "error" in line
+    if value.value in odd_files:  # a file's content refused: the message names the file
+        assert odd_files[value.value] in line, line
+
+
+@pytest.mark.parametrize("argv", [["calibrate", "@fifo", "@out"], ["replay", "@fifo"], ["calibrate", "/dev/zero", "@out"],
+                                  ["rollout", "--system-prompt", "@fifo"], ["env", "serve", "--token-file", "@fifo"]],
+                         ids=str)
+def test_a_fifo_or_a_device_is_refused_by_a_real_process_without_waiting(odd_files, tmp_path, argv) -> None:
+    """Opening a FIFO for reading waits for a writer forever; the command never opens one (nor reads /dev/zero)."""
+    done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", *(odd_files.get(a, a) for a in argv)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "is not a regular file" in _one_line(done.stderr)
 
 
 def test_a_real_process_prints_one_line_and_exits_2() -> None:

@@ -26,5 +26,5 @@ def test_ctrl_c_during_a_catalog_build_prints_one_line_and_exits_130(tmp_path: P
             proc.wait(timeout=10)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1] == "shopsimrl env: interrupted"
+    assert err.strip().splitlines()[-1] == "shopsimrl env build: interrupted"
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []  # no half catalog, no temp file

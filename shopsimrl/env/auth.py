@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import Refusal
+
 TOKEN_ENV = "SHOPSIM_ENV_TOKEN"  # the token itself
 TOKEN_FILE_ENV = "SHOPSIM_ENV_TOKEN_FILE"  # or a file holding it
 MIN_TOKEN_CHARS = 16
@@ -37,7 +39,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-class TokenError(ValueError):
+class TokenError(Refusal, ValueError):
     """A token that cannot be used (missing file, empty, too short); the message says what to change."""
 
 
@@ -48,6 +50,8 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
         token = file.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise TokenError(f"cannot read the token file {file}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise TokenError(f"the token file {file} is not text; {TOKEN_HINT}") from None
     return _checked(token, f"the token file {file}")
 
 

@@ -38,7 +38,8 @@ from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
 from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
-from shopsimrl.io import open_lock_file
+from shopsimrl.errors import Refusal
+from shopsimrl.io import BadFileError, LockFileError, open_lock_file, open_regular_file, printable, read_bounded_text
 
 SCHEMA_VERSION = 1
 MIN_PRODUCTS = 10  # fewer leave no family of look-alikes and too few tasks
@@ -50,8 +51,17 @@ _CHUNK = 5_000
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
 
 
-class CatalogError(ValueError):
+class CatalogError(Refusal, ValueError):
     """A catalog that cannot be used or built (damaged, no checksum, a full disk); the message says what to do."""
+
+
+class CatalogLockError(LockFileError, CatalogError):
+    """The catalog's lock file is a symlink, a hard link or not a plain file: refused (never followed), and
+    refused as bad input (one line, exit 2) by every command that builds or opens a catalog."""
+
+
+CHECKSUM_LIMIT = 4096  # a sha256sum line: 64 hex digits, two spaces, the file's name
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class BuildCancelled(Exception):
@@ -128,10 +138,20 @@ def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
     if not os.access(path.parent, os.W_OK | os.X_OK):  # read-only (root too: EROFS) or not ours
         raise CatalogError(f"cannot write in the catalog folder {path.parent}: choose another folder "
                            f"(--cache-dir or ${CACHE_ENV_VAR})")
-    with os.fdopen(open_lock_file(path.with_name(f".{path.name}.lock")), "rb") as lock:  # no symlink followed
+    try:
+        lock_fd = open_lock_file(path.with_name(f".{path.name}.lock"))  # no symlink followed
+    except LockFileError as exc:
+        raise CatalogLockError(str(exc)) from None
+    except OSError as exc:
+        raise CatalogError(f"cannot open the catalog's lock file in {path.parent} ({exc.strerror or exc}): choose "
+                           f"another folder (--cache-dir or ${CACHE_ENV_VAR})") from None
+    with os.fdopen(lock_fd, "rb") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not force and _usable(path, say=True):
             return path  # built by another process while we waited
+        if path.is_dir() and not path.is_symlink():
+            raise CatalogError(f"the catalog {printable(path)} is a directory: remove it (or choose another folder: "
+                               f"--cache-dir or ${CACHE_ENV_VAR})")
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # we hold the lock: no build of ours is running
             stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
@@ -162,17 +182,30 @@ def rebuild_command(path: Path) -> str:
 
 
 def verify_catalog(path: str | os.PathLike[str]) -> None:
-    """Raise :class:`CatalogError` unless ``path`` matches the SHA-256 its build wrote next to it."""
+    """Raise :class:`CatalogError` unless ``path`` matches the SHA-256 its build wrote next to it.
+
+    Both files are read bounded: the checksum is a regular file of at most :data:`CHECKSUM_LIMIT` bytes
+    holding 64 hex digits, the catalog a regular file (a FIFO or a device there, which would block the
+    check forever or feed it without end, counts as damaged)."""
     path = Path(path)
     try:
-        expected = checksum_path(path).read_text(encoding="ascii").split()[0]
-    except (OSError, UnicodeDecodeError, IndexError):
-        raise CatalogError(f"the catalog {path} has no checksum (built by an older shopsimrl, or the build was "
-                           f"cut short): rebuild it with: {rebuild_command(path)}") from None
+        words = read_bounded_text(checksum_path(path), CHECKSUM_LIMIT, "checksum file").split()
+    except BadFileError as exc:
+        if not checksum_path(path).exists() and not checksum_path(path).is_symlink():
+            raise CatalogError(f"the catalog {printable(path)} has no checksum (built by an older shopsimrl, or the "
+                               f"build was cut short): rebuild it with: {rebuild_command(path)}") from None
+        raise CatalogError(f"the catalog {printable(path)} has no usable checksum ({exc}): rebuild it with: "
+                           f"{rebuild_command(path)}") from None
+    if not words or not _SHA256.fullmatch(words[0]):
+        raise CatalogError(f"the catalog {printable(path)} has no usable checksum (its checksum file does not start "
+                           f"with a SHA-256): rebuild it with: {rebuild_command(path)}")
+    expected = words[0]
     try:
         actual = _sha256(path)
+    except BadFileError as exc:
+        raise CatalogError(f"{exc}: rebuild it with: {rebuild_command(path)}") from None
     except OSError as exc:
-        raise CatalogError(f"the catalog {path} cannot be read ({exc.strerror or exc}): rebuild it with: "
+        raise CatalogError(f"the catalog {printable(path)} cannot be read ({exc.strerror or exc}): rebuild it with: "
                            f"{rebuild_command(path)}") from None
     if actual != expected:
         raise CatalogError(f"the catalog {path} is damaged (its SHA-256 is not the one written when it was built): "
@@ -194,8 +227,9 @@ def _usable(path: Path, *, say: bool = False) -> bool:
 
 
 def _sha256(path: Path) -> str:
+    """The SHA-256 of a regular file (anything else: :class:`~shopsimrl.io.BadFileError`)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular_file(path, "the catalog") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

@@ -48,7 +48,7 @@ import httpx
 from shopsimrl.env.auth import UNAUTHORIZED_CODE, bearer_headers
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.fingerprint import fingerprint_differences
-from shopsimrl.env.http_client import HttpEnvClient
+from shopsimrl.env.http_client import HttpEnvClient, check_healthz, read_capped
 from shopsimrl.env.types import (
     EnvError,
     EnvUnavailableError,
@@ -58,6 +58,7 @@ from shopsimrl.env.types import (
     StepResult,
     Task,
 )
+from shopsimrl.errors import Refusal
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ _UNKNOWN_LEASE = "unknown or released lease id (not issued through this env pool
 ClientFactory = Callable[[str], Any]
 
 
-class FingerprintMismatchError(EnvError):
+class FingerprintMismatchError(Refusal, EnvError):
     """Two env servers serve different catalogs, task sets or action limits."""
 
     code = "fingerprint_mismatch"
@@ -142,6 +143,7 @@ class EnvPool:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.silent_after = silent_after
+        self.probe_timeout = probe_timeout
         # Each server carries 1/n of the load: fewer connection-pool shards each (HttpEnvClient's docstring).
         shards = max(4, 32 // len(self.urls))
         factory = client_factory or (lambda url: HttpEnvClient(url, timeout, slot_timeout=slot_timeout, token=token,
@@ -198,30 +200,36 @@ class EnvPool:
             self._refresher = asyncio.create_task(self._refresh_forever(), name="shopsim-env-pool-refresh")
 
     async def _healthz(self, server: _Server) -> dict[str, Any]:
+        """The server's ``/healthz``, size-capped and type-checked (:class:`BadResponseError` otherwise)."""
         try:
-            response = await self._probe.get(f"{server.url}/healthz")
-            body = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+            status, body = await asyncio.wait_for(read_capped(
+                self._probe, self._probe.build_request("GET", f"{server.url}/healthz")), 2 * self.probe_timeout)
+        except httpx.HTTPError as exc:
             raise EnvUnavailableError(f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200 or not isinstance(body, dict):
-            raise EnvUnavailableError(f"/healthz answered HTTP {response.status_code}")
-        return body
+        except asyncio.TimeoutError:  # an answer dripping in: as slow as one that never comes
+            slow = httpx.ReadTimeout(f"no whole /healthz answer within {2 * self.probe_timeout:.1f}s")
+            raise EnvUnavailableError(f"ReadTimeout: {slow}") from slow
+        if status != 200:
+            raise EnvUnavailableError(f"/healthz answered HTTP {status}")
+        return check_healthz(body)
 
     async def _check_token(self, server: _Server) -> None:
         """An authenticated call (``/healthz`` is open), so a wrong token fails here, not in every episode."""
         try:
-            response = await self._probe.get(f"{server.url}/tasks", params={"split": "val"})
+            status, _body = await read_capped(self._probe, self._probe.build_request(
+                "GET", f"{server.url}/tasks", params={"split": "val"}))
         except httpx.HTTPError as exc:
             raise EnvUnavailableError(f"env server {server.url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code == 401:
+        if status == 401:
             what = "a wrong token" if self.token else "no token"
             raise EnvError(f"env server {server.url} refuses {what} (HTTP 401): give the servers' shared token "
                            f"(--env-token-file or $SHOPSIM_ENV_TOKEN)", code=UNAUTHORIZED_CODE)
 
     def _apply_health(self, server: _Server, body: dict[str, Any]) -> None:
-        server.slots = int(body.get("slots", 0))
+        """``body``: a checked ``/healthz`` answer (slot counts are whole numbers >= 0)."""
+        server.slots = int(body["slots"])
         # Resets of ours still in flight are not leased there yet: never count below zero.
-        server.others = max(0, int(body.get("leased", 0)) - server.ours)
+        server.others = max(0, int(body.get("leased") or 0) - server.ours)
 
     # -- the background refresh ---------------------------------------------------------------------
     async def _refresh_forever(self) -> None:

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from shopsimrl.env.catalog import SPLITS, Product
 from shopsimrl.env.types import BadRequestError, Task, UnknownTaskError
+from shopsimrl.io import BadFileError, open_regular_file
 
 _PRODUCT_COLUMNS = ("rowid, product_id, title, brand, model, category, kind, attributes, bullets, options, "
                     "price_axis, prices, price_min, price_max, split")
@@ -29,6 +30,12 @@ class CatalogStore:
         self.path = Path(path)
         if not self.path.exists():
             raise FileNotFoundError(f"catalog database not found: {self.path}")
+        from shopsimrl.env.build import CatalogError, rebuild_command
+
+        try:  # SQLite would block on a FIFO forever: regular files only
+            open_regular_file(self.path, "the catalog").close()
+        except BadFileError as exc:
+            raise CatalogError(f"{exc}: rebuild it with: {rebuild_command(self.path)}") from None
         self._uri = f"file:{quote(str(self.path))}?mode=ro&immutable=1"
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -42,8 +49,6 @@ class CatalogStore:
             self._load()
         except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:  # malformed, truncated, foreign
             self.close()
-            from shopsimrl.env.build import CatalogError, rebuild_command
-
             raise CatalogError(f"the catalog {self.path} is damaged ({exc}): rebuild it with: "
                                f"{rebuild_command(self.path)}") from None
 

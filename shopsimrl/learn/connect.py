@@ -18,9 +18,7 @@ from shopsimrl.learn.defaults import (
     EVAL_SAMPLES_PER_TASK,
     EVAL_SPLITS,
     LEARNERS,
-    STATE_FILE,
 )
-from shopsimrl.sampling.modes import is_faithful
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,9 +60,6 @@ def check_options(args: argparse.Namespace) -> None:
         (not args.resume or not args.overwrite, "--resume and --overwrite contradict each other: choose one"),
         (not args.resume or args.learner != "heuristic",
          "--resume: the heuristic learner's per-task state is not saved; use --learner grpo or none"),
-        (not args.resume or is_faithful(args.selection, args.waves),
-         "--resume: the informative selector's and adaptive waves' state is not saved yet; resume runs with "
-         "--selection seed --waves fixed"),
     )
     for ok, message in checks:
         if not ok:
@@ -114,21 +109,15 @@ async def start(args: argparse.Namespace, policy: Any, env: Any, paths: Any, con
         kwargs["after_batch"] = learner.after_batch
     if args.resume:
         from shopsimrl.learn import resume
+        from shopsimrl.rollout.run import run_record
 
-        current = {"seed": config.seed, "knobs": config.knobs.as_dict(), "selection": config.selection,
-                   "waves": config.waves, "train_tasks": len(task_ids), **extra}
-        resume.check_same_run(paths.root, current)
-        last = resume.completed_steps(paths.root)
-        if last >= config.steps:
-            raise resume.ResumeError(f"the run already has {last} complete steps: pass --steps above {last} to "
-                                     f"continue it")
-        resume.trim_incomplete(paths, last)
-        kwargs["source"] = resume.replay_seed_order(paths.root, last, task_ids, config.knobs.n_samples_per_prompt,
-                                                   config.seed)
-        kwargs["first_step"] = last + 1
-        if learner is not None and last:
-            from shopsimrl.learn.learner import load_state
+        restore = None
+        if learner is not None:
+            from shopsimrl.learn.learner import restore as restore_learner
 
-            theta, learner.adam = load_state(paths.root / f"step-{last}" / STATE_FILE)
-            policy.set_theta(theta, updates=learner.adam.t)
+            def restore(step_root: Any) -> None:
+                restore_learner(policy, learner, step_root)
+
+        kwargs["resume"] = resume.prepare(paths, run_record(config, len(task_ids), extra=extra), task_ids,
+                                          restore_learner=restore)
     return kwargs

@@ -11,6 +11,7 @@ before any training (into step 1's row) and after every ``eval_every``-th step.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from shopsimrl.learn.grpo import Adam, Trajectory, train
 from shopsimrl.learn.params import LAYOUT
 from shopsimrl.learn.policy import LinearPolicy
 from shopsimrl.rollout.group import EpisodeRunner
+from shopsimrl.rollout.journal import UnwritableRecord
 
 
 class MissingDecisions(RuntimeError):
@@ -71,9 +73,12 @@ class GrpoLearner:
             updates.setdefault(int(row["update"]), []).append(Trajectory(decisions, float(row["advantage"])))
         theta, train_metrics = train(np.asarray(self.policy.theta), self.adam,
                                      [updates[u] for u in sorted(updates)], self.global_batch_size)
+        state_path = self.run_root / f"step-{step}" / STATE_FILE
+        if not np.isfinite(theta).all():  # never saved: the step stops incomplete, resumable from the step before
+            raise UnwritableRecord(f"step {step}'s update made the parameters NaN or infinite; not saved", state_path)
         self.policy.set_theta(theta.tolist(), updates=self.adam.t)
         metrics.update(train_metrics)
-        save_state(self.run_root / f"step-{step}" / STATE_FILE, self.policy, self.adam)
+        save_state(state_path, self.policy, self.adam, step=step)
         if self.evaluation is not None and self.evaluation.due_after(step):
             metrics.update(await self._evaluate(step, trained_steps=step))
         return metrics
@@ -90,23 +95,73 @@ class GrpoLearner:
         return metrics
 
 
-def save_state(path: Path, policy: LinearPolicy, adam: Adam) -> Path:
-    """Parameters, their names and Adam's state, written whole or not at all."""
+def save_state(path: Path, policy: LinearPolicy, adam: Adam, *, step: int | None = None) -> Path:
+    """Parameters, their names, Adam's state (and the step that saved them), written whole or not at all."""
     import numpy as np
 
     buffer = io.BytesIO()
     np.savez(buffer, theta=np.asarray(policy.theta), names=np.asarray(LAYOUT.names()), m=np.asarray(adam.m),
-             v=np.asarray(adam.v), t=np.asarray(adam.t), lr=np.asarray(adam.lr))
+             v=np.asarray(adam.v), t=np.asarray(adam.t), lr=np.asarray(adam.lr),
+             **({"step": np.asarray(step)} if step is not None else {}))
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def load_state(path: Path) -> tuple[list[float], Adam]:
-    """What :func:`save_state` wrote: the parameters and an Adam that continues where it stopped."""
+class StateFileError(ValueError):
+    """A ``policy.npz`` that is not a whole, finite saved state of this policy: the message names the file."""
+
+
+def load_state(path: Path, *, step: int | None = None) -> tuple[list[float], Adam]:
+    """What :func:`save_state` wrote: the parameters and an Adam that continues where it stopped.
+
+    Refused (:class:`StateFileError`, one line) unless the file is a regular file holding every array with its
+    shape, the names of this policy's parameters, and finite values: a NaN is caught here, before a step runs.
+    ``step``: the step that must have saved it (a file of another step is refused).
+    """
+    import zipfile
+
     import numpy as np
 
-    with np.load(path) as data:
-        names = [str(n) for n in data["names"]]
-        if names != LAYOUT.names():
-            raise ValueError(f"{path} holds parameters {names}, this policy has {LAYOUT.names()}")
-        adam = Adam(lr=float(data["lr"]), t=int(data["t"]), m=data["m"].tolist(), v=data["v"].tolist())
-        return data["theta"].tolist(), adam
+    from shopsimrl.rollout.journal import JournalError, read_bytes
+
+    try:
+        raw = read_bytes(Path(path))
+    except JournalError as exc:
+        raise StateFileError(str(exc)) from None
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as exc:
+        raise StateFileError(f"{path} is not a saved policy ({type(exc).__name__}: {str(exc)[:80]})") from None
+    missing = [k for k in ("theta", "names", "m", "v", "t", "lr") if k not in arrays]
+    if missing:
+        raise StateFileError(f"{path} lacks {', '.join(missing)}")
+    size = LAYOUT.size
+    names = [str(n) for n in arrays["names"].reshape(-1)] if arrays["names"].ndim <= 1 else []
+    if names != LAYOUT.names():
+        raise StateFileError(f"{path} holds other parameters ({len(names)} names) than this policy's {size}")
+    for key in ("theta", "m", "v"):
+        value = arrays[key]
+        if value.shape != (size,) or value.dtype.kind not in "fi":
+            raise StateFileError(f"{path}: {key} has shape {value.shape} ({value.dtype}), not ({size},) numbers")
+        if not np.isfinite(value).all():
+            raise StateFileError(f"{path}: {key} holds NaN or an infinity")
+    t, lr = arrays["t"], arrays["lr"]
+    if t.shape != () or t.dtype.kind not in "iu" or int(t) < 0:
+        raise StateFileError(f"{path}: t (Adam's update count) must be one whole number >= 0, got {t!r}")
+    if lr.shape != () or lr.dtype.kind != "f" or not (math.isfinite(float(lr)) and float(lr) > 0):
+        raise StateFileError(f"{path}: lr must be one finite number > 0, got {lr!r}")
+    if step is not None:
+        saved = arrays.get("step")
+        if saved is None or saved.shape != () or saved.dtype.kind not in "iu" or int(saved) != step:
+            raise StateFileError(f"{path} was saved by step {saved!r}, not by step {step} (a file copied from "
+                                 f"another step)")
+    if (arrays["v"] < 0).any():
+        raise StateFileError(f"{path}: v (Adam's second moment) holds a negative value")
+    adam = Adam(lr=float(lr), t=int(t), m=arrays["m"].astype(float).tolist(), v=arrays["v"].astype(float).tolist())
+    return arrays["theta"].astype(float).tolist(), adam
+
+
+def restore(policy: LinearPolicy, learner: GrpoLearner, step_root: Path) -> None:
+    """Continue ``learner`` (and the ``policy`` it trains) from a step's saved state (``--resume``)."""
+    theta, learner.adam = load_state(step_root / STATE_FILE, step=int(step_root.name.removeprefix("step-")))
+    policy.set_theta(theta, updates=learner.adam.t)

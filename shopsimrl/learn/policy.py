@@ -66,6 +66,8 @@ class LinearPolicy:
         values = [float(x) for x in theta]
         if len(values) != LAYOUT.size:
             raise ValueError(f"the policy has {LAYOUT.size} parameters, got {len(values)}")
+        if not all(math.isfinite(x) for x in values):
+            raise ValueError("the policy's parameters must be finite numbers (a NaN or an infinity was given)")
         self.theta = values
         self._weights = {block: tuple(values[LAYOUT.slice(block)]) for block in BLOCKS}
         if updates is not None:

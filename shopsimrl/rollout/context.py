@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
+from shopsimrl.rollout.journal import RunJournal
 from shopsimrl.rollout.outputs import RunPaths
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
-from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import AdaptiveRefills, FixedWaves, RolloutStep, WaveSizer
+from shopsimrl.sampling.step import RolloutStep, new_step
 
 
 @dataclass
@@ -29,7 +30,7 @@ class RunContext:
 
     knobs: SamplingKnobs
     runner: EpisodeRunner
-    source: PromptSelector  # the prompt source: SeedOrder (the faithful order) or the informative PromptSelector
+    source: Picker  # the prompt source: SeedOrder (the faithful order), InformativeOrder or SpreadPicker
     guard: ConsecutiveFailureGuard
     slots: EpisodeSlots
     paths: RunPaths
@@ -43,22 +44,20 @@ class RunContext:
     after_batch: Callable[[int, list[dict[str, Any]]], Awaitable[dict[str, float]]] | None = None
     timeline: bool = False  # draw each step's wave timeline into its folder
     staging: StagedSiblings | None = None  # staged siblings (opt-in); None: every group starts whole
+    journal: RunJournal = field(default_factory=RunJournal.detached)  # each step's completion marker (journal.py)
 
     @property
     def faithful(self) -> bool:
         """The seed's own sampling (seed order, whole waves): the step metrics carry no selector figures."""
         return is_faithful(self.source.strategy, self.waves)
 
-    def rollout_step(self) -> RolloutStep:
-        """A step's sans-I/O object: the run's guard (its streak spans steps), source and staging."""
-        knobs = self.knobs
-        return RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=self.source,
-                           sizer=self.wave_sizer(), guard=self.guard, staging=self.staging)
+    def run_state(self) -> dict[str, Any]:
+        """What the next step needs of the run, saved into each step's ``state.json`` (``--resume`` reads it)."""
+        return {"prompt_source": self.source.state_dict(), "guard": self.guard.state_dict()}
 
-    def wave_sizer(self) -> WaveSizer:
-        """A fresh sizer for each step: slime's whole waves, or adaptive refills (opt-in)."""
-        knobs, n = self.knobs, self.knobs.n_samples_per_prompt
-        if WaveMode.parse(self.waves) is WaveMode.ADAPTIVE:
-            return AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size,
-                                                 self.cushion), n)
-        return FixedWaves(n)
+    def rollout_step(self) -> RolloutStep:
+        """A step's sans-I/O object: the run's guard (its streak spans steps), source, wave mode and staging."""
+        knobs = self.knobs
+        return new_step(knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.n_samples_per_prompt,
+                        source=self.source, waves=self.waves, cushion=self.cushion, staging=self.staging,
+                        guard=self.guard)

@@ -1,11 +1,11 @@
-"""The async driver of one rollout step: the main job's I/O shell around ``RolloutStep``.
+"""The async driver of one rollout step: the main job's pump around ``RolloutStep``.
 
 :class:`shopsimrl.sampling.step.RolloutStep` decides everything (waves, the filter, the drop
 rule, the fallback, the stop, the prompts); the driver does what slime's
 ``generate_rollout_async`` does around its loop: start the groups it names, await the first
-finished group, take every other group already finished as the same batch, hand the batch over;
-at ``target`` kept groups, cancel everything still in flight and wait for it (each episode
-releases its env session while it unwinds).
+finished group, take every other group already finished as the same batch, hand it to the step's
+one event (``finished``) and carry out the actions it answers; at ``target`` kept groups, cancel
+everything still in flight and wait for it (each episode releases its env session while it unwinds).
 
 What is not the loop lives next door, so the loop reads in one screen: the groups as tasks and
 their triage (``tasks.py``), the event log (``events.py``), the live view's counters
@@ -15,7 +15,6 @@ their triage (``tasks.py``), the event log (``events.py``), the live view's coun
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from shopsimrl.rollout.context import RunContext
 from shopsimrl.rollout.events import EventLog
@@ -26,7 +25,7 @@ from shopsimrl.rollout.progress import LiveProgress
 from shopsimrl.rollout.report import StepReport, build_step_report
 from shopsimrl.rollout.tasks import GroupTasks
 from shopsimrl.sampling import GroupDecision, TooManyTechnicalFailures, Verdict
-from shopsimrl.sampling.step import Start
+from shopsimrl.sampling.step import Action, Completion, FirstStage, Start, StoppedEarly, StopRun, WaveOpened
 from shopsimrl.sampling.verdict import unique_rollout_rewards
 
 
@@ -50,7 +49,7 @@ class StepDriver:
                 while not self.rollout.done:
                     finished = await self.tasks.next_batch()
                     self.log.batches += 1
-                    self._decide(self.log.now(), finished)
+                    self._act(self.log.now(), self.rollout.finished([self._back(g) for g in finished]))
                     self.live.changed()
             except (TooManyTechnicalFailures, asyncio.CancelledError, OSError) as exc:
                 self.log.stopped(exc)  # the guard, an interrupt (SIGINT / SIGTERM), an output not written
@@ -68,46 +67,34 @@ class StepDriver:
         self.live.finished(report)
         return report
 
-    def _act(self, now: float, actions: list[Any]) -> None:
-        """Carry out the step's actions: log each decision, start each group (aborts happen in ``_abort``)."""
-        opened: dict[int, list[GroupRun]] = {}  # wave -> groups started in it
+    def _act(self, now: float, actions: list[Action]) -> None:
+        """Carry out the step's actions: start groups, log waves and decisions, triage a group decided after its
+        first K before its decision; the stop is raised once the decisions before it are logged (aborts happen
+        in ``_abort``)."""
         for action in actions:
-            if type(action) is GroupDecision:
-                self._log_decisions(now, [action])
-            elif type(action) is Start:
-                group = self.tasks.start(action)
-                if group is None:  # staged siblings: the rest of a group, not a new one
+            if isinstance(action, GroupDecision):
+                self.live.decided(action)
+                self.log.decision(now, self.tasks.groups[action.index], action)
+            elif isinstance(action, Start):
+                staged = self.rollout.runs_first_k(action.index)
+                if self.tasks.start(action, first_stage=staged) is None:  # staged siblings: the rest of a group
                     self.log.rest(now, action)
-                else:
-                    opened.setdefault(action.wave, []).append(group)
-        for wave, groups in opened.items():
-            self.live.opened(wave, len(groups))
-            self.log.wave(now, wave, groups, remaining=self.rollout.controller.remaining)
-        if opened:
-            self.live.changed()
+            elif isinstance(action, WaveOpened):
+                groups = [self.tasks.groups[i] for i in action.indices]
+                self.live.opened(action.wave, len(groups))
+                self.log.wave(now, action.wave, groups, remaining=action.remaining)
+                self.live.changed()
+            elif isinstance(action, StoppedEarly):
+                self.tasks.triage(self.tasks.groups[action.index])
+            elif isinstance(action, StopRun):
+                self.log.stop_trigger()
+                raise action.error
 
-    def _decide(self, now: float, finished: list[GroupRun]) -> None:
-        """Groups finished whole go to the step as one batch, then each staged group back from its first K.
-        When the stop fires inside the batch, the decisions it took (the trigger last) come with it."""
-        whole, firsts = self.tasks.split(finished)
-        try:
-            self._act(now, self.rollout.complete_batch([(g.index, g.verdict, _rewards(g)) for g in whole]))
-            for group in firsts:
-                if self.rollout.done:
-                    break  # the batch is full: this group is aborted with the rest
-                actions = self.rollout.first_stage(group.index, [e.reward if e.scored else None for e in group.episodes])
-                if self.rollout.stopped_early(group.index):
-                    self.tasks.triage(group)  # decided after its first K: triage before the decision
-                self._act(now, actions)
-        except TooManyTechnicalFailures as exc:
-            self._log_decisions(now, list(exc.decisions))
-            self.log.stop_trigger()
-            raise
-
-    def _log_decisions(self, now: float, decisions: list[GroupDecision]) -> None:
-        for d in decisions:
-            self.live.decided(d)
-            self.log.decision(now, self.tasks.groups[d.index], d)
+    def _back(self, group: GroupRun) -> Completion | FirstStage:
+        """What came back of a finished group: its first K siblings (staged), or the whole group."""
+        if self.rollout.runs_first_k(group.index):
+            return FirstStage(group.index, [e.reward if e.scored else None for e in group.episodes])
+        return group.index, group.verdict, _rewards(group)
 
     async def _abort(self) -> None:
         """Cancel every group in flight and wait until each has unwound; then the step closes (the prompt

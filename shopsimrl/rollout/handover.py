@@ -2,8 +2,9 @@
 
 The order is part of the contract: the prompt source's and staged siblings' figures join the
 metrics first; the learning policy trains on the informative groups; the wave timeline is drawn;
-``batch.jsonl`` is written; a learner trained on the batch adds its figures; only then is the
-metrics line written (a step with a metrics line is complete).
+``batch.jsonl`` is written; a learner trained on the batch adds its figures (and writes its files); only
+then come the step's last writes, ``state.json``, ``metrics.json``, the ``metrics.jsonl`` line and the
+completion marker (a step with a marker is complete: ``journal.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shopsimrl.rollout.context import RunContext
-from shopsimrl.rollout.outputs import StepPaths, batch_records, write_batch, write_step_metrics
+from shopsimrl.rollout.outputs import StepPaths, batch_records, write_batch, write_step_end
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.sampling.selector import selector_step_metrics
 from shopsimrl.sampling.staged import staged_step_metrics
@@ -29,6 +30,7 @@ async def hand_over(ctx: RunContext, paths: StepPaths, report: StepReport, *, st
             generated_episodes=sum(len(g.specs) for g in groups.values()),
             coverage=ctx.source.coverage(),
         ))
+    report.metrics.update(ctx.source.trained(groups[i].task_id for i in report.kept))  # concentration, every run
     if ctx.staging is not None:
         report.metrics.update(staged_step_metrics(stage_counts))
     if ctx.learner is not None:
@@ -44,4 +46,4 @@ async def hand_over(ctx: RunContext, paths: StepPaths, report: StepReport, *, st
     write_batch(paths, rows)
     if ctx.after_batch is not None:
         report.metrics.update(await ctx.after_batch(step, rows))
-    write_step_metrics(ctx.paths, paths, step, report.metrics)
+    write_step_end(ctx.paths, paths, step, report.metrics, state=ctx.run_state(), journal=ctx.journal)

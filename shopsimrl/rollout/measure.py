@@ -1,7 +1,7 @@
 """Measuring a policy the way the dynamic-sampling filter will see it: groups of sibling episodes.
 
 Used to tune the heuristic, by its tests, and to produce the numbers in docs/agent.md
-(``shopsimrl measure``).  The groups run on the rollout's own group
+(``shopsimrl measure``, ``commands/measure.py``).  The groups run on the rollout's own group
 runner (:func:`~shopsimrl.rollout.group.run_group`: the agent's episode loop, the
 global episode-slot limit, a runner failure turned into a technical sibling) and get
 the rollout's own label (:func:`~shopsimrl.rollout.group.classify`), so a measured
@@ -10,10 +10,7 @@ the rollout's own label (:func:`~shopsimrl.rollout.group.classify`), so a measur
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -105,42 +102,3 @@ async def measure(
         mean_turns=sum(ep.turns for ep in flat) / max(1, len(flat)),
         seconds=time.monotonic() - started,
     )
-
-
-async def _main(args: argparse.Namespace) -> None:
-    from shopsimrl.agent import make_policy
-    from shopsimrl.env import InProcessEnvClient, load_env
-
-    env = load_env(args.products, args.catalog_seed, args.cache_dir)
-    client = InProcessEnvClient(env, owns_env=True)
-    options = json.loads(args.options) if args.options else {}
-    policy = make_policy("heuristic", **options)
-    try:
-        task_ids = (await client.list_tasks(args.split))[: args.tasks]
-        result = await measure(client, policy, task_ids, siblings=args.siblings, seed=args.seed)
-    finally:
-        await policy.aclose()
-        await client.aclose()
-    print(json.dumps(result.as_dict(), indent=2))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``shopsimrl measure [options]`` (``argv``: the options; default: the command line's)."""
-    from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
-
-    parser = argparse.ArgumentParser(prog="shopsimrl measure",
-                                     description="Success rate and group labels of the heuristic policy.")
-    parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS)
-    parser.add_argument("--catalog-seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--cache-dir", default=None)
-    parser.add_argument("--split", default="train")
-    parser.add_argument("--tasks", type=int, default=64)
-    parser.add_argument("--siblings", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--options", default="", help='heuristic options as JSON, e.g. \'{"temperature": 0.8}\'')
-    asyncio.run(_main(parser.parse_args(argv)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,12 +9,16 @@ Layout (every file written through :mod:`shopsimrl.io`, so each is whole or abse
     runs/<name>/step-<k>/batch.jsonl  kept episodes with GRPO advantages and optimizer update index
     runs/<name>/step-<k>/events.jsonl every controller decision, wave submission and the abort
     runs/<name>/step-<k>/metrics.json docs/dynamic-sampling.md §7 keys plus waste figures
+    runs/<name>/step-<k>/state.json   what the next step needs of the run (prompt source, failure streak)
+    runs/<name>/step-<k>/complete.json the completion marker, written last (see ``journal.py``)
     runs/<name>/step-<k>/traces/      one agent trace JSON per episode
     runs/<name>/step-<k>/triage/      one JSON per completed group, written before the filter
 
-A step is complete when its ``metrics.json`` exists (and ``metrics.jsonl`` has
-its line); a step stopped early (interrupt, technical-failure stop, disk full)
-has an ``events.jsonl`` whose last events say why, and no ``metrics.json``.
+A step is complete when its ``complete.json`` exists: it is written after every other record
+of the step (``metrics.json`` and the step's line in ``metrics.jsonl`` included), so a crash
+between any two writes leaves a step without one, which ``--resume`` removes and runs again.
+A step stopped early (interrupt, technical-failure stop, disk full) has an ``events.jsonl``
+whose last events say why, and no ``complete.json``.
 
 No run destroys another run's folder: the folder is locked for the whole run
 (a second run of the same name is refused), and a finished run's folder is
@@ -32,12 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.io import LockFileError, append_jsonl, atomic_write_json, atomic_write_jsonl, open_lock_file
 from shopsimrl.rollout.group import GroupRun, triage_record
+from shopsimrl.rollout.journal import MARKER, STATE, RunJournal, check_finite_metrics
 from shopsimrl.sampling import grpo_advantages, split_into_updates
 
 
-class RunDirError(ValueError):
+class RunDirError(Refusal, ValueError):
     """The run folder cannot be used (foreign, finished, in use, bad name): the message says what to change."""
 
 
@@ -94,6 +100,14 @@ class StepPaths:
     @property
     def metrics(self) -> Path:
         return self.root / "metrics.json"
+
+    @property
+    def state(self) -> Path:
+        return self.root / STATE
+
+    @property
+    def marker(self) -> Path:
+        return self.root / MARKER
 
     @property
     def traces(self) -> Path:
@@ -254,7 +268,13 @@ def write_events(paths: StepPaths, events: Iterable[dict[str, Any]]) -> Path:
     return atomic_write_jsonl(paths.events, events)
 
 
-def write_step_metrics(run: RunPaths, paths: StepPaths, step: int, metrics: Mapping[str, float]) -> None:
-    """``metrics.json`` of the step, and the same record appended to the run's ``metrics.jsonl``."""
+def write_step_end(run: RunPaths, paths: StepPaths, step: int, metrics: Mapping[str, float], *,
+                   state: Mapping[str, Any], journal: RunJournal) -> None:
+    """The step's last writes, in this order: ``state.json``, ``metrics.json``, the same record appended to the
+    run's ``metrics.jsonl``, and the completion marker ``complete.json`` (``batch.jsonl``, the learner's files,
+    ``events.jsonl``, traces and triage are in before).  Metrics with NaN are refused before any of them."""
+    check_finite_metrics(metrics, paths.metrics)
+    atomic_write_json(paths.state, dict(state), indent=None)
     atomic_write_json(paths.metrics, dict(metrics))
     append_jsonl(run.metrics, {"step": step, **metrics})
+    journal.complete(paths.root, step)

@@ -70,7 +70,7 @@ class LiveProgress:
     def __init__(self, step: int, rollout: RolloutStep, groups: dict[int, GroupRun], slots: EpisodeSlots,
                  elapsed: Callable[[], float], observer: StepObserver | None) -> None:
         self.step = step
-        self.controller = rollout.controller  # read only: the counters the view shows
+        self.rollout = rollout  # read only: the counters the view shows
         self.groups = groups
         self.slots = slots
         self.elapsed = elapsed
@@ -95,12 +95,12 @@ class LiveProgress:
 
     def aborted(self, indices: Iterable[int]) -> None:
         for index in indices:
-            self.waves[self.controller.wave_of(index)].aborted += 1
+            self.waves[self.rollout.wave_of(index)].aborted += 1
 
     # -- the observer ----------------------------------------------------------------------------
     def started(self) -> None:
         if self.observer:
-            self.observer.step_started(self.step, self.controller.target)
+            self.observer.step_started(self.step, self.rollout.target)
 
     def changed(self) -> None:
         if self.observer:
@@ -115,17 +115,17 @@ class LiveProgress:
         waves = sorted(self.waves.values(), key=lambda w: w.wave)
         for w in waves:
             w.running = 0
-        for index in self.controller.in_flight:
+        for index in self.rollout.in_flight:
             group = self.groups[index]
             if group.started:
                 self.waves[group.wave].running += 1
         return StepProgress(
             step=self.step,
             elapsed=self.elapsed(),
-            target=self.controller.target,
-            kept=len(self.controller.kept),
-            remaining=self.controller.remaining,
+            target=self.rollout.target,
+            kept=self.rollout.kept,
+            remaining=self.rollout.remaining,
             episodes_running=self.slots.in_use,
             waves=waves,
-            state=self.controller.state,
+            state=self.rollout.state,
         )

@@ -7,7 +7,7 @@ fate (kept / dropped / surplus / aborted), wave count and throughput.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,14 @@ from shopsimrl.sampling import (
     TrajectoryOutcome,
     WasteCounts,
     rollout_step_metrics,
+)
+from shopsimrl.sampling.concentration import (
+    CONCENTRATION_PREFIX,
+    DISTINCT_PROMPTS_EPOCH,
+    MAX_TRAININGS_PER_PROMPT,
+    SEED_ORDER_BOUND,
+    TOP10_SHARE,
+    concentration_line,
 )
 from shopsimrl.sampling.metrics import PREFIX, WASTE_PREFIX
 from shopsimrl.sampling.step import StepDone
@@ -144,5 +152,17 @@ def summary_row(report: StepReport) -> Mapping[str, Any]:
         "reward_mean": m.get(PREFIX + "reward_mean"),
         "wall_seconds": report.wall_seconds,
         "episodes_per_second": m.get(STEP_PREFIX + "episodes_per_second"),
+        # how unevenly the run trains its prompts so far (sampling/concentration.py): the run's summary line
+        **{key.removeprefix(CONCENTRATION_PREFIX): m.get(key)
+           for key in (MAX_TRAININGS_PER_PROMPT, SEED_ORDER_BOUND, TOP10_SHARE, DISTINCT_PROMPTS_EPOCH)},
     }
+
+
+def concentration_summary(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The end-of-run line of a run that concentrates (``concentration_line`` of its last step), or ``None``."""
+    if not rows:
+        return None
+    last = rows[-1]
+    return concentration_line({CONCENTRATION_PREFIX + k: last.get(k) for k in
+                               ("max_trainings_per_prompt", "seed_order_bound", "top10_share")}, int(last["step"]))
 

@@ -22,14 +22,15 @@ from shopsimrl.rollout.context import RunContext
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.rollout.driver import StepDriver
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
+from shopsimrl.rollout.journal import ResumePoint, RunJournal, new_run_id, options_digest
 from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Strategy, WaveMode
+from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Siblings, Strategy, WaveMode
 from shopsimrl.sampling.source import PromptSource, prompt_source
-from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, Siblings, StagedSiblings
+from shopsimrl.sampling.staged import StagedSiblings
 
 
 def default_run_name() -> str:
@@ -45,7 +46,7 @@ class RolloutConfig:
     out: Path = DEFAULT_OUT
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
-    selection: Strategy = DEFAULT_STRATEGY  # seed: the faithful order (SeedOrder); informative: PromptSelector
+    selection: Strategy = DEFAULT_STRATEGY  # seed: the faithful order (SeedOrder); informative / spread: skip rules
     waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
     cushion: float = DEFAULT_CUSHION  # adaptive: expected informative groups in flight above the missing
     timeline: bool = False  # write each step's wave_timeline.png
@@ -59,12 +60,12 @@ class RolloutConfig:
         return StagedSiblings.of(self.knobs.n_samples_per_prompt, self.stage_size)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "siblings", Siblings.parse(self.siblings))
+        for name, kind in (("selection", Strategy), ("waves", WaveMode), ("siblings", Siblings)):
+            if not isinstance(getattr(self, name), kind):  # parsed once, where it was read (a string here is a bug)
+                raise TypeError(f"RolloutConfig.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
         if self.stage_size is not None and self.siblings is not Siblings.STAGED:
             raise ValueError(f"a stage size ({self.stage_size}) is for staged siblings (--siblings staged)")
         self.staging  # noqa: B018  (validates the stage size)
-        object.__setattr__(self, "selection", Strategy.parse(self.selection))  # "seed" given as a string, too
-        object.__setattr__(self, "waves", WaveMode.parse(self.waves))
         if not math.isfinite(self.cushion):
             raise ValueError(f"cushion (--cushion) must be a finite number of groups, got {self.cushion}")
         if self.steps < 1:
@@ -97,6 +98,7 @@ async def run_rollout(
     first_step: int = 1,
     source: PromptSource | None = None,
     clusters: Mapping[str, str] | None = None,
+    resume: ResumePoint | None = None,
 ) -> RolloutResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
 
@@ -104,7 +106,9 @@ async def run_rollout(
     unlocks; by default it is prepared here and unlocked when the run ends.  ``keep_reports=False`` keeps
     only each step's summary row (a report holds every group and event: 0.6 MB a step at the defaults),
     so memory stays flat however many steps run; the step's files hold the rest.  ``clusters``: each task's
-    cluster label (its category) for the prompt source.
+    cluster label (its category) for the prompt source.  ``resume``: where a resumed run continues (built by
+    :mod:`shopsimrl.learn.resume`, which has checked and continued ``run.json``); then ``first_step`` and
+    ``source`` come from it, and ``run.json`` is not written here.
     """
     if paths is None:
         paths = prepare_run_dir(config.out, config.name)
@@ -112,27 +116,18 @@ async def run_rollout(
             return await run_rollout(config, runner, task_ids, observer=observer, on_step=on_step,
                                      extra_config=extra_config, paths=paths, learner=learner,
                                      keep_reports=keep_reports, after_batch=after_batch,
-                                     first_step=first_step, source=source, clusters=clusters)
+                                     first_step=first_step, source=source, clusters=clusters,
+                                     resume=resume)
         finally:
             paths.unlock()
     horizon = horizon_for_waves(config.waves)
-    atomic_write_json(paths.config, {
-        "name": config.name,
-        "steps": config.steps,
-        "seed": config.seed,
-        "episode_concurrency": config.episode_concurrency,
-        "knobs": config.knobs.as_dict(),
-        "train_tasks": len(task_ids),
-        "selection": config.selection,
-        "waves": config.waves,
-        **({"cushion": config.cushion} if config.waves is WaveMode.ADAPTIVE else {}),
-        **({"explore_horizon_epochs": horizon} if config.selection is Strategy.INFORMATIVE else {}),
-        **({"siblings": config.siblings, "stage_size": config.staging.stage_size,  # type: ignore[union-attr]
-            "stage_threshold": config.staging.threshold, "stage_skip_q": config.staging.skip_q}  # type: ignore[union-attr]
-           if config.staging is not None else {}),
-        **({"clusters": len(set(clusters.values()))} if clusters else {}),
-        **(extra_config or {}),
-    })
+    if resume is None:
+        record = run_record(config, len(task_ids), clusters=clusters, extra=extra_config)
+        journal = RunJournal(new_run_id(), options_digest(record))
+        atomic_write_json(paths.config, {**record, "run_id": journal.run_id})
+    else:  # run.json was checked against these options and continued by shopsimrl.learn.resume
+        journal, first_step = resume.journal, resume.first_step
+        source = resume.source if resume.source is not None else source
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
@@ -150,7 +145,10 @@ async def run_rollout(
         after_batch=after_batch,
         timeline=config.timeline,
         staging=config.staging,
+        journal=journal,
     )
+    if resume is not None and resume.guard is not None:
+        ctx.guard.load_state_dict(resume.guard)
     reports: list[StepReport] = []
     rows: list[Mapping[str, object]] = []
     for k in range(first_step, config.steps + 1):  # first_step > 1: a resumed run (shopsimrl.learn.resume)
@@ -162,3 +160,26 @@ async def run_rollout(
             on_step(report)
         del report  # not held while the next step runs
     return RolloutResult(paths, reports, rows)
+
+
+def run_record(config: RolloutConfig, train_tasks: int, *, clusters: Mapping[str, str] | None = None,
+               extra: Mapping[str, object] | None = None) -> dict[str, Any]:
+    """What ``run.json`` records of a run (its ``run_id`` apart): every option that shapes its results."""
+    horizon = horizon_for_waves(config.waves)
+    return {
+        "name": config.name,
+        "steps": config.steps,
+        "seed": config.seed,
+        "episode_concurrency": config.episode_concurrency,
+        "knobs": config.knobs.as_dict(),
+        "train_tasks": train_tasks,
+        "selection": config.selection,
+        "waves": config.waves,
+        **({"cushion": config.cushion} if config.waves is WaveMode.ADAPTIVE else {}),
+        **({"explore_horizon_epochs": horizon} if config.selection is Strategy.SPREAD else {}),
+        **({"siblings": config.siblings, "stage_size": config.staging.stage_size,  # type: ignore[union-attr]
+            "stage_threshold": config.staging.threshold, "stage_skip_q": config.staging.skip_q}  # type: ignore[union-attr]
+           if config.staging is not None else {}),
+        **({"clusters": len(set(clusters.values()))} if clusters else {}),
+        **(extra or {}),
+    }

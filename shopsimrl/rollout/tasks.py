@@ -28,10 +28,10 @@ class GroupTasks:
         self.elapsed = elapsed  # the step's clock: triage records when each group finished
         self.groups: dict[int, GroupRun] = {}
         self.completions: CompletionQueue[int, GroupRun] = CompletionQueue()
-        self._first_stage: set[int] = set()  # staged groups running their first K siblings
 
-    def start(self, start: Start) -> GroupRun | None:
-        """Start the siblings ``start`` names; the new group, or ``None`` for the rest of a staged group."""
+    def start(self, start: Start, *, first_stage: bool = False) -> GroupRun | None:
+        """Start the siblings ``start`` names; the new group, or ``None`` for the rest of a staged group.
+        ``first_stage``: a staged group's first K (the step's ``runs_first_k``), triaged only once decided."""
         index, ctx, step, task_id = start.index, self.ctx, self.step, str(start.prompt)
         specs = [EpisodeSpec(task_id=task_id, rollout_id=f"s{step}-g{index}-r{i}",
                              seed=episode_seed(ctx.seed, step, index, i), trace_path=self.paths.trace(index, i),
@@ -43,25 +43,13 @@ class GroupTasks:
             name += "-rest"
         else:
             group = self.groups[index] = GroupRun(index=index, wave=start.wave, task_id=task_id, specs=specs)
-            first = len(specs) < ctx.knobs.n_samples_per_prompt  # a staged group's first K: triage once judged
-            if first:
-                self._first_stage.add(index)
-            work = run_group(group, ctx.runner, ctx.slots, on_finished=None if first else self.triage)
+            work = run_group(group, ctx.runner, ctx.slots, on_finished=None if first_stage else self.triage)
         self.completions.add(index, asyncio.create_task(work, name=name))
         return group
 
     async def next_batch(self) -> list[GroupRun]:
         """The next finished group and every other one finished with it (an output not written: raised)."""
         return results(await self.completions.next_batch())
-
-    def split(self, finished: list[GroupRun]) -> tuple[list[GroupRun], list[GroupRun]]:
-        """(Groups finished whole, staged groups back from their first K siblings in index order)."""
-        firsts = sorted((g for g in finished if g.index in self._first_stage), key=lambda g: g.index)
-        if not firsts:
-            return finished, []
-        back = {g.index for g in firsts}
-        self._first_stage -= back
-        return [g for g in finished if g.index not in back], firsts
 
     def triage(self, group: GroupRun) -> None:
         """Triage (and the Failure Analyst queue) before the group reaches the filter."""

@@ -11,12 +11,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.rollout.report import StepReport
 
 WANDB_MODES = ("online", "offline", "disabled")
 
 
-class WandbUnavailable(RuntimeError):
+class WandbUnavailable(Refusal, RuntimeError):
     """``--wandb`` was asked for but the ``wandb`` package is not installed."""
 
 

@@ -2,7 +2,7 @@
 
 slime's loop submits a whole wave of ``over_sampling_batch_size`` groups whenever
 ``remaining < rollout_batch_size``.  With per-prompt predictions of zero spread
-(:class:`~shopsimrl.sampling.selector.PromptSelector`) we can instead keep just
+(:class:`~shopsimrl.sampling.evidence.Evidence`, every prompt source's) we can instead keep just
 the predicted number of groups in flight: each group in flight is informative
 with probability ``q = 1 − ẑ``, so the expected number of informative groups
 among them is ``Σ q``, and the rule is
@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from shopsimrl.sampling.modes import WAVE_MODES, WaveMode
-from shopsimrl.sampling.selector import EXPLORE_HORIZON_EPOCHS
+from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS
 
 __all__ = ["ADAPTIVE_EXPLORE_HORIZON_EPOCHS", "DEFAULT_CUSHION", "WAVE_MODES", "AdaptiveWaves", "horizon_for_waves",
            "prob_at_least"]

@@ -20,7 +20,7 @@ The loop it reproduces (slime's ``generate_rollout_async`` with our filter)::
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from types import MappingProxyType
 from typing import NamedTuple
@@ -46,7 +46,7 @@ class Decision(str, Enum):
 
 
 class GroupDecision(NamedTuple):
-    """The controller's answer for one completed group (a tuple: cheap on the hot path)."""
+    """The controller's answer for one completed group."""
 
     index: int  # submission index of the group in this step
     wave: int  # 1-based wave the group was submitted in
@@ -66,13 +66,6 @@ class GroupDecision(NamedTuple):
             "remaining": self.remaining,
             "kept": self.kept,
         }
-
-
-# the hot path's constants, looked up once (see ``WaveController._decide``)
-_DROPPED, _ACCEPTED, _FALLBACK, _SURPLUS = Decision.DROPPED, Decision.ACCEPTED, Decision.FALLBACK, Decision.SURPLUS
-_TECHNICAL = Verdict.TECHNICAL
-_FILTER_OUTPUT = dict(FILTER_OUTPUTS)  # a plain dict: the read-only view costs a call per lookup
-_new_tuple = tuple.__new__  # GroupDecision's fields in order, without the NamedTuple constructor's Python frame
 
 
 class State(str, Enum):
@@ -120,8 +113,6 @@ diagram from this table (``scripts/state_diagram.py``).
 INITIAL_STATE = State.NEEDS_WAVE  # a new controller: nothing submitted, remaining 0 < target
 ALLOWED: Mapping[State, frozenset[str]] = MappingProxyType({s: frozenset(ops) for s, ops in TRANSITIONS.items()})
 OPERATIONS: tuple[str, ...] = ("submit", "refill", "complete", "complete_batch", "abort")  # the table's column order
-# what both running states (NEEDS_WAVE, WAITING) allow: the check's fast path on every completion
-_ALLOWED_WHILE_RUNNING = ALLOWED[State.NEEDS_WAVE] & ALLOWED[State.WAITING]
 
 
 class ControllerStateError(RuntimeError):
@@ -138,9 +129,11 @@ class WaveController:
         max_consecutive_failed_groups: int | None = None,
         *,
         guard: ConsecutiveFailureGuard | None = None,
+        group_name: Callable[[int], object] | None = None,
     ) -> None:
         """Give either ``guard`` (a streak shared across steps) or ``max_consecutive_failed_groups``
-        (a fresh guard for this step, default 8), not both: the guard carries its own limit."""
+        (a fresh guard for this step, default 8), not both: the guard carries its own limit.  ``group_name``:
+        what the stop's message calls group ``index`` (default: the index)."""
         validate_wave_knobs(rollout_batch_size, over_sampling_batch_size)
         if guard is not None and max_consecutive_failed_groups is not None:
             raise ValueError(
@@ -153,6 +146,7 @@ class WaveController:
             limit = max_consecutive_failed_groups
             guard = ConsecutiveFailureGuard(DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS if limit is None else limit)
         self.guard = guard
+        self.group_name = group_name
         self.submitted = 0
         self.remaining = 0
         self.waves = 0
@@ -248,18 +242,9 @@ class WaveController:
 
     def complete(self, index: int, verdict: Verdict | str) -> GroupDecision:
         """One group finished on its own (a batch of one)."""
-        if self._failed is not None or self._aborted_step or len(self.kept) >= self.target:
-            self._require("complete")  # not running (the fast path of _require, inlined): raises with the state
-        verdict = verdict if type(verdict) is Verdict else Verdict.parse(verdict)
-        try:
-            self._in_flight.remove(index)  # checked and taken out in one set operation
-        except KeyError:
-            raise ControllerStateError(self._not_in_flight(index)) from None
-        try:
-            return self._decide(index, verdict)
-        except TooManyTechnicalFailures as exc:
-            exc.decisions = (self._stopped_by(index),)
-            raise
+        self._require("complete")
+        (decision,) = self._decide_each(self._checked([(int(index), Verdict.parse(verdict))]))
+        return decision
 
     def complete_batch(self, completions: Iterable[tuple[int, Verdict | str]]) -> list[GroupDecision]:
         """Groups that finished together: each is filtered and counted, in submission order.
@@ -310,36 +295,30 @@ class WaveController:
                              REASON_TECHNICAL, self.remaining, len(self.kept))
 
     def _decide(self, index: int, verdict: Verdict) -> GroupDecision:
-        """Filter one group just taken out of flight and apply slime's drop rule: the hot path (under 2 µs a
-        decision, so the streak is only handed to the guard when it can change, and the answer is built as a plain
-        tuple)."""
+        """Filter one group just taken out of flight and apply slime's drop rule."""
         self.completed += 1
-        guard = self.guard
-        if verdict is _TECHNICAL or guard.count:  # a scored group with no streak running leaves the guard as is
-            try:
-                guard.observe(verdict, index)
-            except BaseException as exc:
-                self._failed = exc
-                raise
-        output = _FILTER_OUTPUT[verdict]
-        kept = self.kept
+        try:
+            self.guard.observe(verdict, index if self.group_name is None else self.group_name(index))
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        output = FILTER_OUTPUTS[verdict]
         if should_drop(output, self.remaining, self.target):
             self.remaining -= 1
             self.dropped[output.reason].append(index)  # type: ignore[index]
-            decision = _DROPPED
-        elif len(kept) < self.target:
-            kept.append(index)
+            decision = Decision.DROPPED
+        elif len(self.kept) < self.target:
+            self.kept.append(index)
             if output.keep:
-                decision = _ACCEPTED
+                decision = Decision.ACCEPTED
             else:
                 self.fallback.append(index)
-                decision = _FALLBACK
+                decision = Decision.FALLBACK
         else:
             self.surplus.append(index)
-            decision = _SURPLUS
-        starts = self._wave_starts
-        wave = self.waves if index >= starts[-1] else bisect_right(starts, index)  # most groups: the newest wave
-        return _new_tuple(GroupDecision, (index, wave, verdict, decision, output.reason, self.remaining, len(kept)))
+            decision = Decision.SURPLUS
+        return GroupDecision(index, self.wave_of(index), verdict, decision, output.reason, self.remaining,
+                             len(self.kept))
 
     def abort(self) -> list[int]:
         """End the step: every in-flight group is aborted (never trained, never counted as completed)."""
@@ -353,9 +332,6 @@ class WaveController:
     # -- helpers -------------------------------------------------------------------------------
     def _require(self, operation: str) -> None:
         """Refuse an operation the current state does not allow (the table :data:`TRANSITIONS`)."""
-        if (operation in _ALLOWED_WHILE_RUNNING and self._failed is None and not self._aborted_step
-                and len(self.kept) < self.target):  # the state is NEEDS_WAVE or WAITING: allowed
-            return
         state = self.state
         allowed = ALLOWED[state]
         if operation in allowed:

@@ -8,6 +8,7 @@ object, owned by whoever runs the loop.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, validate_failure_limit
@@ -68,3 +69,14 @@ class ConsecutiveFailureGuard:
     def reset(self) -> None:
         self.count = 0
         self._recent.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The streak, as plain data: a resumed run continues it (``--resume``)."""
+        return {"count": self.count, "recent": list(self._recent)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        count, recent = state.get("count"), state.get("recent")
+        if type(count) is not int or count < 0 or not isinstance(recent, list):
+            raise ValueError(f"a failure streak is a count and its groups, got {dict(state)!r}")
+        self.count = count
+        self._recent = deque((str(g) for g in recent), maxlen=self.limit)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from shopsimrl.errors import Refusal
+
 DEFAULT_ROLLOUT_BATCH_SIZE = 16
 DEFAULT_N_SAMPLES_PER_PROMPT = 8
 DEFAULT_OVER_SAMPLING_BATCH_SIZE = 32
@@ -14,7 +16,7 @@ DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 8
 ZERO_STD_EPSILON = 1e-6
 
 
-class KnobError(ValueError):
+class KnobError(Refusal, ValueError):
     """A knob combination slime would refuse (or that makes no sense); the message says what to change."""
 
 

@@ -1,13 +1,18 @@
-"""The two choices a run makes about sampling, as enums, each with its default (defined here, once).
+"""The choices a run makes about sampling, as enums, each with its default (defined here, once).
 
 - :class:`Strategy`: which prompts start.  ``seed`` is the faithful data order (the prompt set shuffled
-  once per epoch with the seed, :class:`~shopsimrl.sampling.order.SeedOrder`); ``informative`` skips
-  prompts predicted to give zero reward spread (:class:`~shopsimrl.sampling.selector.PromptSelector`).
+  once per epoch with the seed, :class:`~shopsimrl.sampling.order.SeedOrder`); ``informative`` walks the
+  same order and skips prompts whose recent groups had no reward spread, never handing a prompt out more
+  than once per epoch pass (:class:`~shopsimrl.sampling.informative.InformativeOrder`); ``spread`` is the
+  former informative rule, the prompts predicted nearest 50% (:class:`~shopsimrl.sampling.spread.SpreadPicker`),
+  measured to train a worse policy (docs/efficient-sampling.md).
 - :class:`WaveMode`: how many groups start.  ``fixed`` is slime's whole waves of
   ``over_sampling_batch_size``; ``adaptive`` keeps the predicted number in flight
   (:class:`~shopsimrl.sampling.adaptive.AdaptiveWaves`).
+- :class:`Siblings`: how a group's siblings start.  ``all`` at once is the seed; ``staged`` starts ``K``
+  first (:class:`~shopsimrl.sampling.staged.StagedSiblings`).
 
-Both are ``str`` enums: they compare equal to their values, print as them and go into JSON as them.
+All are ``str`` enums: they compare equal to their values, print as them and go into JSON as them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class _Choice(str, Enum):
+class Choice(str, Enum):
     """A string choice: ``str()`` and ``format()`` give the value (as argparse and JSON show it)."""
 
     def __str__(self) -> str:
@@ -25,7 +30,7 @@ class _Choice(str, Enum):
         return format(self.value, spec)
 
     @classmethod
-    def parse(cls, value: object) -> _Choice:
+    def parse(cls, value: object) -> Choice:
         """The member named by ``value`` (a member or its string); ``ValueError`` names the choices."""
         if isinstance(value, cls):
             return value
@@ -36,14 +41,15 @@ class _Choice(str, Enum):
             raise ValueError(f"{cls.__name__.lower()} must be one of {names}, got {value!r}") from None
 
 
-class Strategy(_Choice):
+class Strategy(Choice):
     """Which prompts a step starts."""
 
     SEED = "seed"  # the faithful shuffled-epoch order
-    INFORMATIVE = "informative"  # skip prompts predicted to give zero spread (re-checked, never lost)
+    INFORMATIVE = "informative"  # the seed order, skipping prompts on a run of zero-spread groups (at most once a pass)
+    SPREAD = "spread"  # the prompts predicted nearest 50% pass rate: concentrates, trains a worse policy
 
 
-class WaveMode(_Choice):
+class WaveMode(Choice):
     """How many groups a step starts."""
 
     FIXED = "fixed"  # slime's whole waves of over_sampling_batch_size
@@ -59,3 +65,14 @@ WAVE_MODES: tuple[str, ...] = tuple(m.value for m in WaveMode)
 def is_faithful(strategy: Strategy | str, waves: WaveMode | str) -> bool:
     """The seed's own sampling: the seed order and whole waves (no prompt-selection lever on)."""
     return Strategy.parse(strategy) is Strategy.SEED and WaveMode.parse(waves) is WaveMode.FIXED
+
+
+class Siblings(Choice):
+    """How a group's siblings start: all at once (the seed), or staged (:mod:`~shopsimrl.sampling.staged`)."""
+
+    ALL = "all"
+    STAGED = "staged"
+
+
+DEFAULT_SIBLINGS = Siblings.ALL
+SIBLINGS: tuple[str, ...] = tuple(s.value for s in Siblings)

@@ -9,15 +9,17 @@ Unlike :func:`~shopsimrl.sampling.replay.replay`, which predicts a step from how
 takes, nothing here is simulated: the record says which groups finished together and in what order.
 The wave mode says which loop ran the step, and so how its record reads:
 
-- ``fixed``: slime's own loop.  Its whole waves open by its inner-loop rule (the controller's
-  ``submit``), so the record holds batches only.  slime filters a batch in the order of asyncio's
+- ``fixed``: slime's own loop.  Its whole waves open by its inner-loop rule (the step's fixed-wave
+  sizer), so the record holds batches only.  slime filters a batch in the order of asyncio's
   done set, every group of it, also once the batch is full (a drop still counts; a group not
-  dropped is surplus): ``WaveController.complete_in_order``.
-- ``adaptive``: our rollout function, a shell around ``RolloutStep``.  What its sizer opened is in
-  the record (``refill``); it decides a batch in submission order (``complete_batch``).
+  dropped is surplus): ``RolloutStep.finished(..., in_order=True)``.
+- ``adaptive``: our rollout function, a pump around ``RolloutStep``.  What its sizer opened is in
+  the record, and :class:`RecordedRefills` opens it again; it decides a batch in submission order.
 
-A record the controller's protocol refuses (a batch after the step was full, a group that was never
-opened or finished twice) raises :class:`~shopsimrl.sampling.controller.ControllerStateError`.
+Either way the record is pumped through a :class:`~shopsimrl.sampling.step.RolloutStep`, as the run's
+own step (the consecutive-failure stop included).  A record the step's protocol refuses (a batch after
+the step was full, a group that was never opened or finished twice) raises
+:class:`~shopsimrl.sampling.controller.ControllerStateError`.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from shopsimrl.sampling.controller import WaveController
+from shopsimrl.sampling.controller import ControllerStateError, WaveController
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
 from shopsimrl.sampling.modes import WaveMode
-from shopsimrl.sampling.step import StepDone
+from shopsimrl.sampling.source import PromptSource
+from shopsimrl.sampling.step import RolloutStep, Start, StepDone, StopRun, new_step
+from shopsimrl.sampling.supply import SupplyOrder
 from shopsimrl.sampling.verdict import Verdict
 
 
@@ -44,6 +48,23 @@ class Finished(NamedTuple):
     completions: Sequence[tuple[int, Verdict | str]]
 
 
+class RecordedRefills:
+    """The wave sizer of a recorded adaptive step: it opens, when the step asks, what the record says the run's
+    sizer opened next (``due``, set by the pump before each event)."""
+
+    after_every_completion = True
+
+    def __init__(self) -> None:
+        self.due = 0
+
+    def open(self, controller: WaveController, source: PromptSource, spread_chance: dict[int, float]) -> list[Start]:
+        if not self.due:
+            return []
+        new = controller.refill(self.due)
+        self.due = 0
+        return [Start(index, controller.waves, index, range(1), None) for index in new]
+
+
 def replay_recorded(
     record: Iterable[Opened | Finished],
     *,
@@ -55,23 +76,42 @@ def replay_recorded(
 ) -> StepDone:
     """The outcome of the step ``record`` describes, decided by the loop of wave mode ``waves`` (module docstring).
 
-    The consecutive-failure stop: ``guard`` or ``max_consecutive_failed_groups`` (default 8), not both.
+    The consecutive-failure stop: ``guard`` or ``max_consecutive_failed_groups`` (default 8), not both; when it
+    fires, ``TooManyTechnicalFailures`` is raised, as the run raised it.
     """
-    controller = WaveController(rollout_batch_size, over_sampling_batch_size, max_consecutive_failed_groups,
-                                guard=guard)
     fixed = WaveMode.parse(waves) is WaveMode.FIXED
+    events = list(record)
+    if fixed and any(type(e) is Opened for e in events):
+        raise ValueError("a record of slime's own loop (fixed waves) holds batches only: its waves open by "
+                         "its inner-loop rule, not by the record")
     if fixed:
-        controller.submit()
-    for event in record:
-        if type(event) is Opened:
-            if fixed:
-                raise ValueError("a record of slime's own loop (fixed waves) holds batches only: its waves open by "
-                                 "its inner-loop rule, not by the record")
-            controller.refill(event.count)
-        elif fixed:
-            controller.complete_in_order(event.completions)
-            if controller.needs_wave:
-                controller.submit()
-        else:
-            controller.complete_batch(event.completions)
-    return StepDone.of(controller, controller.abort())
+        step = new_step(rollout_batch_size, over_sampling_batch_size, 1, source=SupplyOrder(None), waves=waves,
+                        guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups, tell_source=False)
+    else:
+        refills = RecordedRefills()
+        step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=SupplyOrder(None), sizer=refills,
+                           guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups,
+                           tell_source=False)
+    position = 0
+
+    def due() -> None:
+        """The record's next groups opened (adaptive), to be opened when the step next asks its sizer."""
+        nonlocal position
+        while not fixed and position < len(events) and type(events[position]) is Opened:
+            refills.due += events[position].count  # type: ignore[union-attr]
+            position += 1
+
+    due()
+    actions = step.start()
+    while position < len(events):
+        event = events[position]
+        position += 1
+        due()
+        actions = step.finished([(int(i), Verdict.parse(v), None) for i, v in event.completions],  # type: ignore[union-attr]
+                                in_order=fixed)
+        if actions and isinstance(actions[-1], StopRun):
+            raise actions[-1].error
+    if not fixed and refills.due:  # groups opened after the step ended (or never asked for)
+        raise ControllerStateError(f"state {step.state}: the record opens {refills.due} groups the step never asked "
+                                   "for (after its batch was full)")
+    return step.close()

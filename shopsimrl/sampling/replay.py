@@ -16,14 +16,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from shopsimrl.sampling.controller import GroupDecision
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_ROLLOUT_BATCH_SIZE
-from shopsimrl.sampling.step import FixedWaves, RolloutStep, Start, StepDone
+from shopsimrl.sampling.step import Action, FixedWaves, RolloutStep, Start, StepDone, StopRun, WaveOpened
 from shopsimrl.sampling.supply import SupplyExhausted, SupplyOrder, SupplyShort, parse_supply
 from shopsimrl.sampling.verdict import Verdict
 
@@ -109,41 +108,32 @@ def replay(
     step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=SupplyOrder(len(supply)),
                        sizer=FixedWaves(1), guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups,
                        tell_source=False)
-    controller = step.controller
     pending: list[tuple[float, int]] = []  # (completion time, index): a heap
     events: list[ReplayEvent] = []
     wave_times: list[float] = []
     now = 0.0
-    new_event = partial(tuple.__new__, ReplayEvent)  # ReplayEvent(now, decision), built in C: once per decision
 
-    def act(actions: list[Any]) -> None:
+    def act(actions: list[Action]) -> None:
         for action in actions:
-            if type(action) is GroupDecision:
-                events.append(new_event((now, action)))
-            elif type(action) is Start:
-                index = action.index
-                heapq.heappush(pending, (now + supply[index][1], index))
-                if action.wave > len(wave_times):  # the first group of a new wave
-                    wave_times.append(now)
+            if isinstance(action, GroupDecision):
+                events.append(ReplayEvent(now, action))
+            elif isinstance(action, Start):
+                heapq.heappush(pending, (now + supply[action.index][1], action.index))
+            elif isinstance(action, WaveOpened):
+                wave_times.append(now)
+            elif isinstance(action, StopRun):
+                raise action.error
 
     try:
         act(step.start())
-        while not controller.done:  # the step's own test, one call less per decision
+        while not step.done:
             if not pending:  # cannot happen: a step that needs a wave always gets one
-                raise AssertionError(f"controller stalled in state {controller.state}: {controller.summary()}")
+                raise AssertionError(f"step stalled in state {step.state}: {step.controller.summary()}")
             now, index = heapq.heappop(pending)
-            if pending and pending[0][0] == now:  # simultaneous completions: one batch
-                batch = [(index, supply[index][0], None)]
-                while pending and pending[0][0] == now:
-                    index = heapq.heappop(pending)[1]
-                    batch.append((index, supply[index][0], None))
-                act(step.complete_batch(batch))
-            else:
-                actions = step.complete(index, supply[index][0])
-                if len(actions) == 1:  # the common case: one decision, nothing to start
-                    events.append(new_event((now, actions[0])))
-                else:
-                    act(actions)
+            batch = [index]
+            while pending and pending[0][0] == now:  # simultaneous completions: one batch
+                batch.append(heapq.heappop(pending)[1])
+            act(step.finished([(i, supply[i][0], None) for i in batch]))
     except SupplyShort as short:
-        raise short.exhausted(controller, now) from None
+        raise short.exhausted(step.controller, now) from None
     return ReplayResult.of(step.close(), events, wave_times, now)

@@ -1,7 +1,10 @@
 """``PromptSource``: what a rollout step asks of its prompts, and the one place a strategy becomes a source.
 
-Two sources share the contract: :class:`~shopsimrl.sampling.order.SeedOrder` (the faithful
-order) and :class:`~shopsimrl.sampling.selector.PromptSelector` (the informative selector).
+Every source is a :class:`~shopsimrl.sampling.picker.Picker`: the shared evidence
+(:class:`~shopsimrl.sampling.evidence.Evidence`) plus one rule, a class per strategy (``STRATEGY_RULES``):
+the faithful :class:`~shopsimrl.sampling.order.SeedOrder`, the informative skip
+:class:`~shopsimrl.sampling.informative.InformativeOrder` and the spread rule
+:class:`~shopsimrl.sampling.spread.SpreadPicker`.
 """
 
 from __future__ import annotations
@@ -9,9 +12,18 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from shopsimrl.sampling.informative import InformativeOrder
 from shopsimrl.sampling.modes import Strategy
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.picker import Picker
+from shopsimrl.sampling.spread import SpreadPicker
+
+#: The rule of each strategy.
+STRATEGY_RULES: dict[Strategy, type[Picker]] = {
+    Strategy.SEED: SeedOrder,
+    Strategy.INFORMATIVE: InformativeOrder,
+    Strategy.SPREAD: SpreadPicker,
+}
 
 
 class PromptSource(Protocol):
@@ -51,16 +63,19 @@ def prompt_source(
     *,
     explore_horizon_epochs: float | None = None,
     clusters: Mapping[Hashable, Hashable] | Sequence[Hashable] | None = None,
-) -> PromptSelector:
-    """The prompt source of ``strategy`` (``explore_horizon_epochs`` paces the informative selector's exploration,
-    see ``horizon_for_waves``; the seed order keeps it in its state only).  ``clusters``: each prompt's cluster
-    label, when known (the informative selector explores by cluster; both report coverage per cluster)."""
-    cls = SeedOrder if Strategy.parse(strategy) is Strategy.SEED else PromptSelector
-    return cls(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=explore_horizon_epochs,
-               clusters=clusters)
+) -> Picker:
+    """The prompt source of ``strategy`` (``ValueError`` naming the choices for an unknown one).
+
+    ``explore_horizon_epochs`` paces the spread rule's exploration (see ``horizon_for_waves``; the other rules
+    walk the seed's order and need none).  ``clusters``: each prompt's cluster label, when known (the spread rule
+    explores by cluster; every rule's evidence predicts never-seen prompts and reports coverage per cluster)."""
+    rule = STRATEGY_RULES[Strategy.parse(strategy)]
+    if rule is SpreadPicker:
+        return SpreadPicker(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=explore_horizon_epochs,
+                            clusters=clusters)
+    return rule(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters)
 
 
-def prompt_source_from_state(state: dict[str, Any]) -> PromptSelector:
+def prompt_source_from_state(state: dict[str, Any]) -> Picker:
     """A source saved by ``state_dict()``, of the strategy it was saved with."""
-    cls = SeedOrder if Strategy.parse(state.get("strategy")) is Strategy.SEED else PromptSelector
-    return cls.from_state_dict(state)
+    return STRATEGY_RULES[Strategy.parse(state.get("strategy"))].from_state_dict(state)

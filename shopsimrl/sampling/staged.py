@@ -19,12 +19,13 @@ zero-spread group that is dropped costs ``n`` episodes.  With staging a group st
 The chance that the rest breaks the agreement (:func:`rest_spread_chance`) is the
 selector's prediction (a Gaussian over the prompt's pass-rate logit, see
 :mod:`~shopsimrl.sampling.estimate`; for a never-seen prompt, the population that recent
-first tries show, ``PromptSelector.predicted_logit``) conditioned on the ``K`` outcomes seen: for a known
+first tries show, ``Evidence.logit``) conditioned on the ``K`` outcomes seen: for a known
 pass rate ``p`` and ``K`` successes it is ``1 − p^(n−K)``; the posterior weighs each ``p``
 by ``p^K`` (``(1−p)^K`` after ``K`` failures).  A prompt predicted to spread often
 (``q >= skip_q``) can be started whole: staging it costs a second round of latency for
-little to save (off by default: ``skip_q = 1``).  Pure: no I/O, no clock.  docs/dynamic-sampling.md (R29) and
-docs/efficient-sampling.md give the figures and the default threshold.
+little to save (``DEFAULT_STAGE_SKIP_Q``, 0.5, by default; ``skip_q = 1`` stages every group).  Pure: no
+I/O, no clock.  docs/dynamic-sampling.md (R29) and docs/efficient-sampling.md give the figures and the
+default threshold.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from enum import Enum
 
 from shopsimrl.sampling.estimate import hermite_rule, sigmoid
 from shopsimrl.sampling.knobs import ZERO_STD_EPSILON
-from shopsimrl.sampling.modes import _Choice
+from shopsimrl.sampling.modes import Siblings  # noqa: F401  (its old home: slime/rollout_fn.py still imports it here)
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 #: Stop after ``K`` when the predicted chance that the rest breaks the agreement is below this
@@ -48,17 +49,6 @@ DEFAULT_STAGE_THRESHOLD = 0.175
 DEFAULT_STAGE_SKIP_Q = 0.5
 #: Gauss-Hermite nodes for the posterior averages: the likelihood ``p^K`` weighs the tails, 9 nodes are too few.
 POSTERIOR_NODES = 64
-
-
-class Siblings(_Choice):
-    """How a group's siblings start: all at once (the seed), or staged."""
-
-    ALL = "all"
-    STAGED = "staged"
-
-
-DEFAULT_SIBLINGS = Siblings.ALL
-SIBLINGS: tuple[str, ...] = tuple(s.value for s in Siblings)
 
 
 class Next(str, Enum):

@@ -1,49 +1,52 @@
 """``RolloutStep``: one rollout step as a sans-I/O object, in the style of h11: events in, actions out.
 
-It owns everything one step decides, written once for the main job's driver, slime's
-rollout function, the simulator and ``replay`` (each an I/O shell around it):
+It owns everything one step decides, and how a step is driven, written once for the main job's
+driver, slime's rollout function, the simulator, ``replay`` and ``replay_recorded`` (each a pump
+around it: start what the actions say, feed back what finished, write what it is told):
 
 - the :class:`~shopsimrl.sampling.controller.WaveController` (slime's drop rule, ``remaining``,
-  the fallback, abort at ``target`` kept, the consecutive-failure stop);
+  the fallback, abort at ``target`` kept, the consecutive-failure stop: the one place it is decided);
 - the prompt source (:class:`~shopsimrl.sampling.source.PromptSource`: the seed order or the
   informative selector);
-- the wave sizer (:class:`FixedWaves`, slime's whole waves; or :class:`AdaptiveRefills`);
+- the wave sizer (:class:`FixedWaves`, slime's whole waves; or :class:`AdaptiveRefills`), chosen
+  from the wave mode by :func:`new_step`, the one factory;
+- staged siblings (opt-in): which groups run their first ``K``, and what happens when those are back;
 - the feedback to the prompt source, held until the step ends, so a prompt finished early in a
   step stays out of the pool until then (a step never starts one prompt twice).
 
 Events (methods) and the actions they return::
 
-    start()                        -> [Start, ...]              the first wave
-    complete(index, verdict, rewards)
-    complete_batch([(index, verdict, rewards), ...])
-                                   -> [GroupDecision, ..., Start, ...]         still filling
-                                   -> [GroupDecision, ..., AbortRest]          target kept
-                                      (TooManyTechnicalFailures: its .decisions are the batch's)
-    stop()                         -> AbortRest                 interrupt, guard stop: every group in flight
-    close()                        -> StepDone                  the shell cancelled what AbortRest named
+    start()                         -> [Start, ..., WaveOpened]          the first wave
+    finished([Completion | FirstStage, ...])
+                                    -> [GroupDecision, ..., Start, ..., WaveOpened]   still filling
+                                    -> [..., StoppedEarly, GroupDecision, ...]        staged: decided after K
+                                    -> [GroupDecision, ..., AbortRest]                target kept: done
+                                    -> [GroupDecision, ..., StopRun]                  the consecutive-failure stop
+    stop()                          -> AbortRest                 an interrupt: every group in flight
+    close()                         -> StepDone                  the shell cancelled what AbortRest named
 
-A :class:`Start` names a group, its prompt and the siblings to start (``range(n)`` by default).
-Staged siblings (opt-in, ``staging=``, :mod:`~shopsimrl.sampling.staged`) start ``K`` of ``n``; one
-more event tells the step that a staged group's first ``K`` are back::
+``finished`` takes everything that came back together: whole groups (:data:`Completion`) are decided
+first, as one batch in submission order (``in_order=True``: in the order given, as slime's own loop
+filters its done set), then each staged group back from its first ``K`` (:class:`FirstStage`), in index
+order, until the batch is full.  A shell asks :meth:`RolloutStep.runs_first_k` of a finished group to
+know which of the two it measured.  ``complete``, ``complete_batch`` and ``first_stage`` are the parts
+``finished`` is made of, kept for the core's own tests.
 
-    first_stage(index, rewards)    -> [Start(the rest)]                          the rest may still spread
-                                   -> [GroupDecision (zero-std drop), ...]       decided after K (as complete())
-
-Time, tasks, sockets and files are the shells'; nothing here blocks, sleeps or reads a clock.
+A :class:`Start` names a group, its prompt and the siblings to start (``range(n)``; staged: ``range(K)``,
+later ``range(K, n)``); a :class:`WaveOpened` follows the starts of new groups with ``remaining`` after
+them.  Time, tasks, sockets and files are the shells'; nothing here blocks, sleeps or reads a clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import repeat
-from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
-from shopsimrl.sampling.adaptive import AdaptiveWaves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
 from shopsimrl.sampling.controller import ControllerStateError, Decision, GroupDecision, State, WaveController
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
+from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode
 from shopsimrl.sampling.source import PromptSource
 from shopsimrl.sampling.staged import Next, StagedSiblings, after_first_stage
 from shopsimrl.sampling.verdict import Verdict
@@ -59,18 +62,39 @@ class Start(NamedTuple):
     spread_chance: float | None  # adaptive waves: the predicted chance that the group has reward spread
 
 
-def _ignore(_result: object) -> None:
-    return None
+class WaveOpened(NamedTuple):
+    """Action, after the :class:`Start` of every new group of a wave (or adaptive refill): log it."""
+
+    wave: int
+    indices: range  # the groups it opened
+    remaining: int  # the controller's remaining once they are submitted
 
 
-_new_start = partial(tuple.__new__, Start)
-_index_of, _prompt_of = itemgetter(0), itemgetter(2)
+class StoppedEarly(NamedTuple):
+    """Action, just before its decision: staged group ``index`` is decided after its first ``K`` (a zero-std
+    drop), so its rest never runs and its first ``K`` are all it generated."""
+
+    index: int
 
 
 class AbortRest(NamedTuple):
     """Action: cancel these groups, still in flight (never trained, never counted as completed); then ``close()``."""
 
     indices: tuple[int, ...]
+
+
+class StopRun(NamedTuple):
+    """Action, last: the consecutive-failure stop fired; carry out the actions before it, then raise ``error``
+    (its ``decisions``: the batch's decisions up to the trigger, the same ones the actions carried)."""
+
+    error: TooManyTechnicalFailures
+
+
+class FirstStage(NamedTuple):
+    """Event item: a staged group's first ``K`` siblings are back, with their rewards (``None``: unscored)."""
+
+    index: int
+    rewards: Sequence[float | None]
 
 
 @dataclass(frozen=True)
@@ -105,10 +129,11 @@ class StepDone:
 
 
 Completion = tuple[int, Verdict, Sequence[float] | None]
-"""An event's item: (submission index, verdict, the group's rewards per unique rollout; ``None``: not
-scored, or not the shell's to give — slime's data source hears its rewards through the all-samples hook)."""
+"""An event's item: a group back whole, as (submission index, verdict, the group's rewards per unique rollout;
+``None``: not scored, or not the shell's to give — slime's data source hears its rewards through the all-samples
+hook)."""
 
-Action = GroupDecision | Start | AbortRest
+Action = GroupDecision | Start | WaveOpened | StoppedEarly | AbortRest | StopRun
 
 
 class WaveSizer(Protocol):
@@ -135,9 +160,8 @@ class FixedWaves:
             return []
         new = controller.submit()
         wave = controller.waves  # one wave: it adds over_sampling_batch_size >= target to remaining
-        # Start(index, wave, prompt, siblings, None) per group, built in C: a wave can be a million groups (replay)
-        return list(map(_new_start, zip(new, repeat(wave), source.next_prompts(len(new)), repeat(self.siblings),
-                                         repeat(None))))
+        prompts = source.next_prompts(len(new))
+        return [Start(index, wave, prompt, self.siblings, None) for index, prompt in zip(new, prompts)]
 
 
 class AdaptiveRefills:
@@ -166,7 +190,8 @@ class AdaptiveRefills:
 
 
 class RolloutStep:
-    """One rollout step (see the module docstring).  Create one per step; share the guard and the source."""
+    """One rollout step (see the module docstring).  Create one per step (:func:`new_step`); share the guard and
+    the source."""
 
     def __init__(
         self,
@@ -179,13 +204,16 @@ class RolloutStep:
         max_consecutive_failed_groups: int | None = None,
         staging: StagedSiblings | None = None,
         tell_source: bool = True,
+        group_name: Callable[[Any], object] | None = None,
     ) -> None:
         """The consecutive-failure stop: ``guard`` (its streak shared across steps) or
-        ``max_consecutive_failed_groups`` (a fresh guard, default 8), not both.  ``staging``: staged siblings
+        ``max_consecutive_failed_groups`` (a fresh guard, default 8), not both; ``group_name``: what its message
+        calls a group, from the group's prompt (default: the group's index).  ``staging``: staged siblings
         (opt-in); ``None`` starts every group whole, as the seed.  ``tell_source=False``: the source learns
         nothing from results (``replay``'s supply), so none are held for it."""
+        name = None if group_name is None else (lambda index: group_name(self.prompts[index]))
         self.controller = WaveController(rollout_batch_size, over_sampling_batch_size, max_consecutive_failed_groups,
-                                         guard=guard)
+                                         guard=guard, group_name=name)
         self.source = source
         self.sizer = sizer
         self.staging = staging
@@ -197,12 +225,10 @@ class RolloutStep:
         self.prompts: dict[int, Hashable] = {}  # submission index -> prompt
         self._spread_chance: dict[int, float] = {}  # adaptive: each group's predicted chance of spread
         self._feedback: list[tuple[int, Decision, Sequence[float] | None]] = []  # (index, ...): told at close()
-        self._hold_one = self._feedback.append if tell_source else _ignore
         self._tell_source = tell_source
-        self._ask_sizer_always = sizer.after_every_completion
         self._done: StepDone | None = None
 
-    # -- state -----------------------------------------------------------------------------------
+    # -- state (read only: what a live view shows) -------------------------------------------------
     @property
     def state(self) -> State:
         return self.controller.state
@@ -213,59 +239,87 @@ class RolloutStep:
         return self.controller.done
 
     @property
+    def target(self) -> int:
+        return self.controller.target
+
+    @property
+    def kept(self) -> int:
+        """Groups kept so far."""
+        return len(self.controller.kept)
+
+    @property
+    def remaining(self) -> int:
+        return self.controller.remaining
+
+    @property
     def in_flight(self) -> frozenset[int]:
         return self.controller.in_flight
 
-    def stopped_early(self, index: int) -> bool:
-        """Staged siblings: group ``index`` was decided after its first ``K`` (a zero-std drop), so its rest never
-        runs and its first ``K`` are all it generated."""
-        return index in self._stopped_early
+    def wave_of(self, index: int) -> int:
+        """1-based wave (or refill) group ``index`` was opened in."""
+        return self.controller.wave_of(index)
 
-    def in_first_stage(self, index: int) -> bool:
-        """Staged siblings: group ``index`` runs its first ``K``, so its return is ``first_stage()``, not a
-        completion (every shell asks this of a finished group; the step already keeps the set)."""
+    def runs_first_k(self, index: int) -> bool:
+        """Staged siblings: group ``index`` runs its first ``K``, so what comes back is a :class:`FirstStage`,
+        not a :data:`Completion` (a shell asks this of each finished group to know what to measure)."""
         return index in self._first_stage
 
     # -- events ----------------------------------------------------------------------------------
-    def start(self) -> list[Start]:
+    def start(self) -> list[Action]:
         """The step begins: the groups to start first."""
         return self._open()
 
-    def complete(self, index: int, verdict: Verdict, rewards: Sequence[float] | None = None) -> list[Action]:
-        """One group finished on its own (a batch of one)."""
-        if self._first_stage:
-            self._whole(index)
-        controller = self.controller
-        try:
-            decision = controller.complete(index, verdict)
-        except TooManyTechnicalFailures as exc:
-            self._hold(exc.decisions, {index: rewards})
-            raise
-        self._hold_one((index, decision.decision, rewards))
-        state = controller.state
-        if state is State.DONE:
-            return [decision, self.stop()]
-        if state is not State.NEEDS_WAVE and not self._ask_sizer_always:  # the hot path: nothing to start
-            return [decision]
-        starts = self._open()
-        return [decision, *starts] if starts else [decision]
+    def finished(self, items: Iterable[Completion | FirstStage], *, in_order: bool = False) -> list[Action]:
+        """Groups that came back together (the one event a shell sends; module docstring).
 
-    def complete_batch(self, completions: Iterable[Completion]) -> list[Action]:
-        """Groups that finished together: decided in submission order, then new groups or the abort."""
+        Whole groups first, as one batch (submission order; ``in_order``: the order given), then each staged
+        group's first ``K`` in index order, until the batch is full (those left are aborted with the rest).
+        The consecutive-failure stop ends the actions with :class:`StopRun`."""
+        whole: list[Completion] = []
+        heads: list[FirstStage] = []
+        for item in items:
+            if isinstance(item, FirstStage):
+                heads.append(item)
+            else:
+                whole.append(item)
+        for head in heads:  # refused before anything is decided
+            if head.index not in self._first_stage:
+                raise ControllerStateError(f"group {head.index} is not in its first stage (state {self.state})")
+        actions: list[Action] = []
+        try:
+            if whole:
+                actions += self.complete_batch(whole, in_order=in_order)
+            else:
+                self.controller.complete_batch([])  # nothing to decide; refused all the same once the step ended
+            for head in sorted(heads, key=lambda h: h.index):
+                if self.done:
+                    break
+                actions += self.first_stage(head.index, head.rewards)
+        except TooManyTechnicalFailures as exc:
+            return [*actions, *exc.decisions, StopRun(exc)]
+        return actions
+
+    def complete(self, index: int, verdict: Verdict, rewards: Sequence[float] | None = None) -> list[Action]:
+        """One group finished on its own (a batch of one).  The stop raises ``TooManyTechnicalFailures``."""
+        return self.complete_batch([(index, verdict, rewards)])
+
+    def complete_batch(self, completions: Iterable[Completion], *, in_order: bool = False) -> list[Action]:
+        """Groups that finished whole together: decided in submission order (``in_order``: the order given), then
+        new groups or the abort.  The stop raises ``TooManyTechnicalFailures`` (its ``decisions``: the batch's)."""
         items = list(completions)
         rewards = {index: r for index, _verdict, r in items}
-        if self._first_stage:
-            for index in rewards:
-                self._whole(index)
+        for index in rewards:
+            if index in self._first_stage:
+                raise ControllerStateError(f"group {index} is in its first stage: report FirstStage before it is "
+                                           "complete")
+        decide = self.controller.complete_in_order if in_order else self.controller.complete_batch
         try:
-            decided = self.controller.complete_batch([(i, v) for i, v, _r in items])
+            decided = decide([(i, v) for i, v, _r in items])
         except TooManyTechnicalFailures as exc:
             self._hold(exc.decisions, rewards)
             raise
         self._hold(decided, rewards)
-        actions: list[Action] = list(decided)
-        actions.extend(self._next())
-        return actions
+        return [*decided, *self._next()]
 
     def first_stage(self, index: int, rewards: Sequence[float | None]) -> list[Action]:
         """A staged group's first ``K`` siblings are back (``rewards``: theirs, ``None`` unscored): the rest
@@ -286,10 +340,11 @@ class RolloutStep:
         self.stage_counts["stopped_early"] += 1
         self.stage_counts["episodes_saved"] += staging.n - staging.stage_size
         self._stopped_early.append(index)
-        return self.complete(index, Verdict.ZERO_STD, [float(r) for r in rewards])  # type: ignore[arg-type]
+        agreed = [float(r) for r in rewards if r is not None]  # after_first_stage stops only when all K are scored
+        return [StoppedEarly(index), *self.complete(index, Verdict.ZERO_STD, agreed)]
 
     def stop(self) -> AbortRest:
-        """The shell stops the step early (interrupted, or the consecutive-failure stop): abort everything."""
+        """The shell stops the step early (an interrupt): abort everything in flight."""
         return AbortRest(tuple(sorted(self.controller.in_flight)))
 
     def close(self) -> StepDone:
@@ -302,36 +357,40 @@ class RolloutStep:
             return self._done
         c = self.controller
         aborted = c.abort()
-        source, prompts = self.source, self.prompts
-        for index in aborted if self._tell_source else ():
-            source.release(prompts[index])
-        for index, decision, rewards in self._feedback:
-            source.settle(prompts[index], rewards, surplus=decision is Decision.SURPLUS)
-        self._feedback.clear()  # the same list: _hold_one appends to it
+        if self._tell_source:
+            for index in aborted:
+                self.source.release(self.prompts[index])
+            for index, decision, rewards in self._feedback:
+                self.source.settle(self.prompts[index], rewards, surplus=decision is Decision.SURPLUS)
+        self._feedback.clear()
         self._done = StepDone.of(c, aborted, self._stopped_early)
         return self._done
 
     # -- internals -------------------------------------------------------------------------------
     def _hold(self, decisions: Iterable[GroupDecision], rewards: dict[int, Sequence[float] | None]) -> None:
         """Keep each decided group's result for the prompt source, told at ``close()``."""
-        if not self._tell_source:
-            return
-        feedback = self._feedback
-        for d in decisions:
-            feedback.append((d.index, d.decision, rewards[d.index]))
+        if self._tell_source:
+            self._feedback.extend((d.index, d.decision, rewards[d.index]) for d in decisions)
 
-    def _next(self) -> list[Start] | list[AbortRest]:
+    def _next(self) -> list[Action]:
+        """After a decision: the abort once the batch is full, else what the sizer opens."""
         if self.controller.done:
             return [self.stop()]
+        if self.controller.state is not State.NEEDS_WAVE and not self.sizer.after_every_completion:
+            return []  # fixed waves: nothing to open while the groups in flight cover the target
         return self._open()
 
-    def _open(self) -> list[Start]:
+    def _open(self) -> list[Action]:
+        """The sizer's new groups (staged when staging is on), then the :class:`WaveOpened` that logs them."""
         starts = self.sizer.open(self.controller, self.source, self._spread_chance)
-        if starts:
-            self.prompts.update(zip(map(_index_of, starts), map(_prompt_of, starts)))
+        if not starts:
+            return []
+        for start in starts:
+            self.prompts[start.index] = start.prompt
         if self.staging is not None:
             starts = [self._stage(s) for s in starts]
-        return starts
+        opened = WaveOpened(starts[0].wave, range(starts[0].index, starts[-1].index + 1), self.controller.remaining)
+        return [*starts, opened]
 
     def _stage(self, start: Start) -> Start:
         """Staged siblings: the first ``K``, unless the prompt is predicted to spread (``q >= skip_q``)."""
@@ -348,7 +407,30 @@ class RolloutStep:
         self._first_stage.add(start.index)
         return start._replace(siblings=staging.first)
 
-    def _whole(self, index: int) -> None:
-        """A group completes whole: refused while its first stage is still out."""
-        if index in self._first_stage:
-            raise ControllerStateError(f"group {index} is in its first stage: report first_stage() before complete()")
+
+def new_step(
+    rollout_batch_size: int,
+    over_sampling_batch_size: int,
+    n_samples_per_prompt: int,
+    *,
+    source: PromptSource,
+    waves: WaveMode | str = DEFAULT_WAVE_MODE,
+    cushion: float = DEFAULT_CUSHION,
+    staging: StagedSiblings | None = None,
+    guard: ConsecutiveFailureGuard | None = None,
+    max_consecutive_failed_groups: int | None = None,
+    tell_source: bool = True,
+    group_name: Callable[[Any], object] | None = None,
+) -> RolloutStep:
+    """The one factory: a step from the run's knobs, its wave mode (the one place it picks the sizer: slime's
+    whole waves, or adaptive refills with ``cushion``), staging, prompt source and guard (or a fresh one of
+    ``max_consecutive_failed_groups``, default 8; not both)."""
+    sizer: WaveSizer
+    if WaveMode.parse(waves) is WaveMode.ADAPTIVE:
+        sizer = AdaptiveRefills(AdaptiveWaves(rollout_batch_size, over_sampling_batch_size, cushion),
+                                n_samples_per_prompt)
+    else:
+        sizer = FixedWaves(n_samples_per_prompt)
+    return RolloutStep(rollout_batch_size, over_sampling_batch_size, source=source, sizer=sizer, guard=guard,
+                       max_consecutive_failed_groups=max_consecutive_failed_groups, staging=staging,
+                       tell_source=tell_source, group_name=group_name)

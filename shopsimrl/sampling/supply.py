@@ -48,15 +48,17 @@ class SupplyShort(Exception):
 
 
 class SupplyOrder:
-    """The replay's prompt source: hands out supply items in order; there is nothing to learn."""
+    """The replay's prompt source: hands out supply items in order; there is nothing to learn.
 
-    def __init__(self, size: int) -> None:
+    ``size``: the supply's length (``None``: no end, the groups of a recorded step, named by their index)."""
+
+    def __init__(self, size: int | None) -> None:
         self.size = size
         self.handed = 0
 
     def next_prompts(self, k: int) -> range:
         first = self.handed
-        if first + k > self.size:
+        if self.size is not None and first + k > self.size:
             raise SupplyShort(first, k, self.size)
         self.handed = first + k
         return range(first, first + k)

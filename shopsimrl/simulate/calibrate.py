@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
 
+from shopsimrl.errors import Refusal
 from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
@@ -47,24 +48,63 @@ class RoundFigures:
         }
 
 
+class ReleaseFileError(Refusal, ValueError):
+    """A file that is not the release run's per-step CSV; the message names the file and what is wrong."""
+
+
+#: The release CSV's columns read by :func:`release_figures` (counts are whole numbers).
+COUNT_COLUMNS = ("round", "completed_groups", "technical_drops", "zero_std_drops", "zero_std_groups_in_batch",
+                 "train_groups")
+RATE_COLUMNS = ("success_rate", "all_wrong_group_rate", "rollout_time_s")
+
+
+def release_rows(path: str | Path) -> list[dict[str, float]]:
+    """The release CSV's step rows, each column a finite number >= 0 (counts whole); else ReleaseFileError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ReleaseFileError(f"{path}: not UTF-8 text; expected the release run's per-step CSV") from None
+    except OSError as exc:
+        raise ReleaseFileError(f"cannot read {path} ({exc.strerror or exc})") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in (*COUNT_COLUMNS, *RATE_COLUMNS) if c not in (reader.fieldnames or ())]
+    if missing:
+        raise ReleaseFileError(f"{path}: not the release run's per-step CSV (no column {', '.join(missing)})")
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        try:
+            values = {c: float(row[c]) for c in (*COUNT_COLUMNS, *RATE_COLUMNS)}
+        except (TypeError, ValueError):
+            raise ReleaseFileError(f"{path}: line {line}: every column must be a number, got {dict(row)!r:.200}") from None
+        if not all(math.isfinite(v) and v >= 0 for v in values.values()) or not all(
+                values[c].is_integer() for c in COUNT_COLUMNS):
+            raise ReleaseFileError(f"{path}: line {line}: counts must be whole numbers >= 0 and rates finite "
+                                   f"numbers >= 0, got {dict(row)!r:.200}")
+        rows.append(values)
+    if not rows:
+        raise ReleaseFileError(f"{path}: no step rows after the header")
+    return rows
+
+
 def release_figures(path: str | Path) -> RoundFigures:
-    """The release run's round figures from its per-step CSV."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    rounds: dict[int, list[dict[str, str]]] = {}
+    """The release run's round figures from its per-step CSV (ReleaseFileError: not such a CSV)."""
+    rows = release_rows(path)
+    rounds: dict[int, list[dict[str, float]]] = {}
     for row in rows:
         rounds.setdefault(int(row["round"]), []).append(row)
     zero, kept, success, wrong = [], [], [], []
     for r in sorted(rounds):
         rs = rounds[r]
         scored = sum(int(x["completed_groups"]) - int(x["technical_drops"]) for x in rs)
+        if scored <= 0:
+            raise ReleaseFileError(f"{path}: round {r} has no scored group (completed_groups - technical_drops)")
         zero_groups = sum(int(x["zero_std_drops"]) + int(x["zero_std_groups_in_batch"]) for x in rs)
         zero.append(zero_groups / scored)
         kept.append(fmean(int(x["train_groups"]) - int(x["zero_std_groups_in_batch"]) for x in rs))
-        success.append(fmean(float(x["success_rate"]) for x in rs))
-        wrong.append(fmean(float(x["all_wrong_group_rate"]) for x in rs))
+        success.append(fmean(x["success_rate"] for x in rs))
+        wrong.append(fmean(x["all_wrong_group_rate"] for x in rs))
     return RoundFigures(tuple(zero), tuple(kept), tuple(success), tuple(wrong),
-                        fmean(float(x["rollout_time_s"]) for x in rows))
+                        fmean(x["rollout_time_s"] for x in rows))
 
 
 def simulated_figures(runs: Sequence[RunResult]) -> RoundFigures:
@@ -212,32 +252,3 @@ def persistence_loss(stats: Persistence) -> float:
     """GRESO's "over 90%" is a lower bound (no error above it); "about 20%" is a point."""
     short = max(0.0, GRESO_ZERO_HAD_ZERO_BEFORE - stats.zero_had_zero_before)
     return PERSISTENCE_WEIGHT * (short**2 + (stats.zero_comes_back - GRESO_ZERO_COMES_BACK) ** 2)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``shopsimrl calibrate RELEASE_CSV OUT_JSON``: the fit, every grid row, the best per eta_prompt."""
-    import sys
-
-    from shopsimrl.io import atomic_write_json
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if len(argv) != 2:
-        print("usage: shopsimrl calibrate RELEASE_STEPS_CSV OUT_JSON", file=sys.stderr)
-        return 2
-    real = release_figures(argv[0])
-    params, rows = fit(real)
-    per_eta = {str(eta): min((r for r in rows if r.params.eta_prompt == eta), key=lambda r: r.joint_loss).as_dict()
-               for eta in FIT_GRID["eta_prompt"]}
-    best_release = min(rows, key=lambda r: r.release_loss)
-    out = {"chosen": params.as_dict(), "seeds": list(FIT_SEEDS), "persistence_weight": PERSISTENCE_WEIGHT,
-           "greso_targets": {"zero_had_zero_before_min": GRESO_ZERO_HAD_ZERO_BEFORE,
-                             "zero_comes_back": GRESO_ZERO_COMES_BACK},
-           "best_by_release_only": best_release.as_dict(), "best_per_eta_prompt": per_eta,
-           "rows": [r.as_dict() for r in sorted(rows, key=lambda r: r.joint_loss)]}
-    atomic_write_json(argv[1], out)
-    print(json.dumps({k: out[k] for k in ("chosen", "best_by_release_only", "best_per_eta_prompt")}, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -25,7 +25,7 @@ STRATEGIES: tuple[tuple[str, ...], ...] = (
     ("oracle", "adaptive"),
 )
 #: In a world with directions (prompts that disagree about what to learn): the five strategies the main job's
-#: learner ranks (docs/learning.md), and the oracle's bound.
+#: learner ranks (docs/learning.md).
 DIRECTION_STRATEGIES: tuple[tuple[str, ...], ...] = (
     ("seed", "fixed"),
     ("spread", "fixed"),

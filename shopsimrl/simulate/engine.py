@@ -17,14 +17,25 @@ from statistics import median
 from typing import Any
 
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, Verdict
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves, horizon_for_waves
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMode
-from shopsimrl.sampling.selector import PromptSelector
+from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone, WaveSizer
+from shopsimrl.sampling.step import (
+    AbortRest,
+    Action,
+    Completion,
+    FirstStage,
+    Start,
+    StepDone,
+    StoppedEarly,
+    StopRun,
+    WaveOpened,
+    new_step,
+)
 from shopsimrl.sampling.verdict import reward_spread_verdict, rewards_verdict
 from shopsimrl.simulate.events import StepEvents
 from shopsimrl.simulate.inflight import GroupsInFlight
@@ -158,24 +169,21 @@ def simulate_run(
         explore_horizon_epochs = horizon_for_waves(mode)
     clusters = w.cluster_labels() if labels else None
     if selection == Oracle.TRUE:
-        selector: PromptSelector = OracleSelector(w, n, seed, clusters=clusters)
+        selector: Picker = OracleSelector(w, n, seed, clusters=clusters)
     elif selection == Oracle.SEEN:
         selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     else:
         selector = prompt_source(selection, w.prompt_ids, n, seed, explore_horizon_epochs=explore_horizon_epochs,
                                  clusters=clusters)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
-    sizer: WaveSizer = FixedWaves(n)
-    if mode is WaveMode.ADAPTIVE:
-        sizer = AdaptiveRefills(AdaptiveWaves(knobs.rollout_batch_size, knobs.over_sampling_batch_size, cushion), n)
     initial = w.mean_pass_rate()
     kinds_initial = w.kind_pass_rates() if w.stance is not None else []
     records: list[StepRecord] = []
     timelines: dict[int, list[dict[str, Any]]] = {}
     groups: list[tuple[int, str, bool]] = []
     for step in range(1, steps + 1):
-        record, events = _simulate_step(step, w, selector, guard, knobs, sizer, groups, staging=staging,
-                                        capacity=capacity)
+        record, events = _simulate_step(step, w, selector, guard, knobs, groups, waves=mode, cushion=cushion,
+                                        staging=staging, capacity=capacity)
         records.append(record)
         if step in keep_timelines:
             timelines[step] = events
@@ -206,54 +214,54 @@ def _share_after(per_step: list[list[int]], step: int) -> float:
 def _simulate_step(
     step: int,
     world: World,
-    source: PromptSelector,
+    source: Picker,
     guard: ConsecutiveFailureGuard,
     knobs: SamplingKnobs,
-    sizer: WaveSizer,
     groups: list[tuple[int, str, bool]],
     *,
+    waves: WaveMode = DEFAULT_WAVE_MODE,
+    cushion: float = DEFAULT_CUSHION,
     staging: StagedSiblings | None = None,
     capacity: float | None = None,
 ) -> tuple[StepRecord, list[dict[str, Any]]]:
-    """One step: an I/O shell around :class:`RolloutStep`, which decides everything (waves or refills, the
-    filter, the fallback, the abort, staged siblings); :class:`GroupsInFlight` plays and times the groups it
-    starts.  Groups that finish at one instant are one batch; a staged group's first ``K`` report after them."""
-    rs = RolloutStep(knobs.rollout_batch_size, knobs.over_sampling_batch_size, source=source, sizer=sizer,
-                     guard=guard, staging=staging)
+    """One step: a pump around :class:`RolloutStep`, which decides everything (waves or refills, the filter, the
+    fallback, the abort, staged siblings); :class:`GroupsInFlight` plays and times the groups it starts.  Groups
+    that finish at one instant come back together."""
+    rs = new_step(knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.n_samples_per_prompt,
+                  source=source, waves=waves, cushion=cushion, staging=staging, guard=guard)
     flight = GroupsInFlight(world, knobs.n_samples_per_prompt, capacity)
     log = StepEvents(step)
     judged: dict[int, list[float] | None] = {}  # rewards the filter saw (K for a group stopped early)
     now = 0.0
 
-    def act(actions: list[Any]) -> None:
+    def back(index: int) -> Completion | FirstStage:
+        if rs.runs_first_k(index):
+            return FirstStage(index, flight.first_rewards(index))
+        judged[index] = flight.rewards(index)
+        return index, rewards_verdict(judged[index]), judged[index]
+
+    def act(actions: list[Action]) -> None:
         opened: list[Start] = []
         for a in actions:
-            if type(a) is Start:
+            if isinstance(a, Start):
                 if flight.start(a):
                     opened.append(a)
-            elif type(a) is GroupDecision:
+            elif isinstance(a, WaveOpened):
+                log.wave(now, opened, a.remaining)
+                opened = []
+            elif isinstance(a, GroupDecision):
                 log.decision(now, rs.prompts[a.index], a)
-            elif type(a) is AbortRest:
+            elif isinstance(a, StoppedEarly):
+                judged[a.index] = flight.first_rewards(a.index)  # type: ignore[assignment]  # all K scored
+            elif isinstance(a, AbortRest):
                 flight.cancel(a.indices)
-        if opened:  # one wave (or refill) per event
-            log.wave(now, opened, rs.controller.remaining)
+            elif isinstance(a, StopRun):
+                raise a.error
 
     act(rs.start())
     while not rs.done:
         now, ended = flight.next()
-        heads = [i for i in ended if rs.in_first_stage(i)]
-        whole = [i for i in ended if not rs.in_first_stage(i)]
-        if whole:
-            judged.update((i, flight.rewards(i)) for i in whole)
-            act(rs.complete_batch([(i, rewards_verdict(judged[i]), judged[i]) for i in whole]))
-        for index in heads:
-            if rs.done:
-                break  # the batch filled up: what else finished now is aborted with the rest
-            head = flight.first_rewards(index, rs.staging.stage_size)  # type: ignore[union-attr]
-            actions = rs.first_stage(index, head)
-            if rs.stopped_early(index):
-                judged[index] = list(head)  # type: ignore[arg-type]
-            act(actions)
+        act(rs.finished([back(i) for i in ended]))
     done = rs.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
     log.abort(now, done.aborted)
     scored = _learn(step, rs.prompts, done, judged, world, groups)

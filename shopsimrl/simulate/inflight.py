@@ -26,6 +26,7 @@ class GroupsInFlight:
         self.n = n_samples_per_prompt
         self.clock = SharedThroughput(capacity)
         self.drawn: dict[int, tuple[list[float] | None, list[float]]] = {}  # group -> (rewards or None, durations)
+        self.first: dict[int, int] = {}  # group -> siblings of its first start (a staged group: K)
         self.running: dict[Job, list[tuple[Job, int]]] = {}  # job -> its episodes' clock keys
         self.left: dict[Job, int] = {}  # job -> its episodes still running
         self.episodes = 0  # episodes started (a staged group stopped early: K)
@@ -36,6 +37,7 @@ class GroupsInFlight:
         new = index not in self.drawn
         if new:
             self.drawn[index] = self.world.play_siblings(str(start.prompt), self.n)
+            self.first[index] = len(start.siblings)
         job, durations = (index, start.siblings.start), self.drawn[index][1]
         self.running[job] = [(job, s) for s in start.siblings]
         for key in self.running[job]:
@@ -63,7 +65,7 @@ class GroupsInFlight:
         """The group's ``n`` rewards (``None``: not every sibling could be scored)."""
         return self.drawn[index][0]
 
-    def first_rewards(self, index: int, k: int) -> list[float | None]:
-        """A staged group's first ``k`` rewards, as the step hears them (``None``: unscored)."""
-        rewards = self.drawn[index][0]
+    def first_rewards(self, index: int) -> list[float | None]:
+        """A staged group's first ``K`` rewards (its first start's), as the step hears them (``None``: unscored)."""
+        rewards, k = self.drawn[index][0], self.first[index]
         return [None] * k if rewards is None else rewards[:k]  # type: ignore[return-value]

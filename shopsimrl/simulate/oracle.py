@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from shopsimrl.sampling.modes import Strategy, _Choice
+from shopsimrl.sampling.estimate import zero_spread_probability
+from shopsimrl.sampling.modes import Choice
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
+from shopsimrl.sampling.spread import SpreadPicker
 from shopsimrl.simulate.model import World
 
 
-class Oracle(_Choice):
+class Oracle(Choice):
     """The simulator's own selections beside :class:`~shopsimrl.sampling.modes.Strategy`: upper bounds, never run
     for real."""
 
@@ -30,42 +31,36 @@ class OracleSelector(SeedOrder):
 
     def __init__(self, world: World, n_samples_per_prompt: int, seed: int, *, clusters: Any = None) -> None:
         super().__init__(world.prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters)
-        self.strategy = Oracle.TRUE.value
+        self.strategy = Oracle.TRUE.value  # type: ignore[misc]
         self.world = world
 
     def _true_z(self, i: int) -> float:
         return zero_spread_probability(self.world.pass_rate(self._ids[i]), self.n)
 
-    def next_prompts(self, k: int) -> list[Hashable]:
-        free = [i for i in range(len(self._ids)) if i not in self._in_flight]
-        if k > len(free):
-            return super().next_prompts(k)  # raises NotEnoughPromptsError with the usual message
+    def _pick(self, k: int) -> list[int]:
+        free = [i for i in range(len(self._ids)) if i not in self.evidence.in_flight]
         free.sort(key=self._true_z)
-        out: list[int] = []
-        for i in free[:k]:
-            self._take(i, out)
-        return [self._ids[i] for i in out]
+        return [self._take(i) for i in free[:k]]
 
     def predicted_zero_spread(self, prompt_id: Hashable) -> float:
-        return self._true_z(self._index(prompt_id))
+        return self._true_z(self.evidence.index(prompt_id))
 
     def release(self, prompt_id: Hashable, rewards=None) -> None:  # type: ignore[no-untyped-def]
-        i = self._flying(prompt_id, "release")
-        self._in_flight.discard(i)
+        self.evidence.land(self.evidence.flying(prompt_id, "release"))
 
 
-class SeenOracleSelector(PromptSelector):
-    """``informative`` selection that knows the true pass rate of every prompt it has observed, and nothing of the rest.
+class SeenOracleSelector(SpreadPicker):
+    """``spread`` selection that knows the true pass rate of every prompt it has observed, and nothing of the rest.
 
-    It explores never-seen prompts by the same rules as ``informative`` and then always
+    It explores never-seen prompts by the same rules as ``spread`` and then always
     starts the observed prompt least likely to give zero spread.  The gap between it
-    and ``informative`` is what better estimates could still win; the gap between it
+    and ``spread`` is what better estimates could still win; the gap between it
     and :class:`OracleSelector` is the price of having to try prompts to learn them.
     """
 
     def __init__(self, world: World, n_samples_per_prompt: int, seed: int,
                  explore_horizon_epochs: float | None = None, *, clusters: Any = None) -> None:
-        super().__init__(world.prompt_ids, n_samples_per_prompt, Strategy.INFORMATIVE, seed,
+        super().__init__(world.prompt_ids, n_samples_per_prompt, seed=seed,
                          explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
         self.world = world
 
@@ -77,4 +72,4 @@ class SeenOracleSelector(PromptSelector):
         return min(waiting, key=self._true_z) if waiting else None
 
     def _predict(self, i: int) -> float:
-        return self._true_z(i) if self._observed[i] else super()._predict(i)
+        return self._true_z(i) if self.evidence.observed[i] else super()._predict(i)

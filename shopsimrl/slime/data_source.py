@@ -1,4 +1,4 @@
-"""A data source for slime's ``--data-source-path`` backed by :class:`PromptSelector`.
+"""A data source for slime's ``--data-source-path`` backed by a prompt source (``sampling/source.py``).
 
 slime builds it as ``cls(args)`` (``slime/ray/rollout.py``) and calls, as for its
 own ``RolloutDataSourceWithBuffer`` (``slime/rollout/data_source.py``):
@@ -13,12 +13,16 @@ with this data source) hands us every completed group of the step; we record the
 rewards in the selector and release every prompt that did not complete (slime
 aborted it).  slime's all-samples hook cannot tell a surplus group from a trained
 one, so surplus groups are recorded (their evidence is real; their turn is used).
+The log hook then tells us the step's trained prompts (:meth:`trained_metrics`):
+the concentration figures (``sampling/concentration.py``).
 
 Settings come from slime's ``args`` (``--custom-config-path`` keys):
-``shopsim_selection`` (``informative`` by default here; ``seed`` is the shuffled-
-epoch order), ``rollout_seed``, ``shopsim_cluster_key`` (a key of the prompts'
-metadata whose value is the prompt's cluster label, e.g. ``category``; none by default).  Under our adaptive rollout function (slime's
-``args.rollout_function_path`` is ``ROLLOUT_FUNCTION_PATH``) the selector explores
+``shopsim_selection`` (a :class:`~shopsimrl.sampling.modes.Strategy`; the one default,
+``seed``, is the shuffled-epoch order; an unknown name is refused, naming the choices),
+``rollout_seed``, ``shopsim_cluster_key`` (a key of the prompts'
+metadata whose value is the prompt's cluster label, e.g. ``category``, which ``shopsimrl
+data export`` writes; none by default).  Under our adaptive rollout function (slime's
+``args.rollout_function_path`` is ``ROLLOUT_FUNCTION_PATH``) the spread rule explores
 over the adaptive waves' horizon (``horizon_for_waves``), as the main job does with
 ``--waves adaptive``.  The prompt file is ``--prompt-data`` (JSONL, ``--input-key`` /
 ``--metadata-key``, as ``shopsimrl data export`` writes it).
@@ -37,7 +41,8 @@ from typing import Any
 
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.adaptive import horizon_for_waves
-from shopsimrl.sampling.modes import Strategy, WaveMode
+from shopsimrl.sampling.concentration import concentration_line
+from shopsimrl.sampling.modes import DEFAULT_STRATEGY, Strategy, WaveMode
 from shopsimrl.sampling.selector import selector_step_metrics
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
@@ -45,10 +50,6 @@ from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.slime.samples import reward_key
 
 log = logging.getLogger(__name__)
-
-#: Not the main job's default (``seed``): choosing this data source is the opt-in to prompt selection; slime's own
-#: data source is the seed's order.  ``shopsim_selection: seed`` gives that order here (with the selector metrics).
-DEFAULT_SLIME_SELECTION = Strategy.INFORMATIVE
 
 
 def state_path(directory: str | Path, rollout_id: int) -> Path:
@@ -81,8 +82,20 @@ def _read_prompts(path: str, input_key: str, metadata_key: str) -> tuple[list[st
     return task_ids, metadata
 
 
+def _clusters(metadata: dict[str, dict[str, Any]], cluster_key: str | None) -> dict[str, Any] | None:
+    """Each prompt's cluster label from its metadata key ``cluster_key``; ``None`` (no labels) without a key, or when
+    no prompt carries it (a prompt file written before ``data export`` wrote categories)."""
+    if not cluster_key:
+        return None
+    labels = {t: meta.get(cluster_key) for t, meta in metadata.items()}
+    if all(label is None for label in labels.values()):
+        log.info("no prompt's metadata has %r: selecting without cluster labels", cluster_key)
+        return None
+    return labels
+
+
 class SelectorDataSource:
-    """slime's data-source interface over a :class:`PromptSelector` (see the module docstring)."""
+    """slime's data-source interface over a prompt source (see the module docstring)."""
 
     def __init__(self, args: Any, *, sample_cls: type | None = None) -> None:
         if getattr(args, "partial_rollout", False):
@@ -98,19 +111,23 @@ class SelectorDataSource:
         task_ids, self._metadata = _read_prompts(
             args.prompt_data, getattr(args, "input_key", None) or "prompt", getattr(args, "metadata_key", None) or "metadata"
         )
-        strategy = getattr(args, "shopsim_selection", None) or DEFAULT_SLIME_SELECTION
+        try:
+            strategy = Strategy.parse(getattr(args, "shopsim_selection", None) or DEFAULT_STRATEGY)
+        except ValueError as exc:
+            raise ValueError(f"shopsim_selection: {exc}") from None
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
         cluster_key = getattr(args, "shopsim_cluster_key", None)  # prompts' metadata key holding their cluster
         self.selector = prompt_source(
             strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0),
             explore_horizon_epochs=horizon_for_waves(WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED),
-            clusters={t: meta.get(cluster_key) for t, meta in self._metadata.items()} if cluster_key else None,
+            clusters=_clusters(self._metadata, cluster_key),
         )
         self.sample_group_index = 0
         self.sample_index = 0
         self.buffer: list[list[Any]] = []
         self.metadata: dict[str, Any] = {}
         self.last_metrics: dict[str, float] = {}
+        self.concentrated: str | None = None  # the first step's line saying the run concentrates (logged once)
 
     # -- slime's DataSource interface ---------------------------------------------------------
     def get_samples(self, num_samples: int) -> list[list[Any]]:
@@ -198,3 +215,14 @@ class SelectorDataSource:
             self.selector.pop_stats(), informative=0, generated_episodes=0, coverage=self.selector.coverage()
         )
         return self.last_metrics
+
+    def trained_metrics(self, task_ids: Sequence[str], rollout_id: int) -> dict[str, float]:
+        """The step's trained prompts (from the log hook): the concentration figures; a concentrating run is
+        logged once (``Concentration.concentrated``)."""
+        known = self.selector.evidence.pos
+        metrics = self.selector.trained([t for t in task_ids if t in known])
+        if self.concentrated is None:
+            self.concentrated = concentration_line(metrics, rollout_id + 1)
+            if self.concentrated:
+                log.warning("ShopSim prompt selection (%s): %s", self.selector.strategy, self.concentrated)
+        return metrics

@@ -25,14 +25,16 @@ from shopsimrl.slime.state import hook_state
 def fully_scored_group_filter(args: Any, group: Sequence[Any], **kwargs: Any) -> Any:
     """docs/dynamic-sampling.md §2: technical -> drop (never a fallback); zero-std -> drop unless short; else keep.
 
-    Feeds the verdict to the process-wide consecutive-failure guard, which raises
+    On slime's own loop, feeds the verdict to the process-wide consecutive-failure guard, which raises
     ``TooManyTechnicalFailures`` (naming the trace dir) when the streak reaches
-    ``args.shopsim_max_consecutive_failed_groups``.  Returns slime's ``DynamicFilterOutput``.
+    ``args.shopsim_max_consecutive_failed_groups``; under our rollout function the step feeds that guard
+    instead (``stop_decided_by_step``).  Returns slime's ``DynamicFilterOutput``.
     """
     verdict = group_verdict(group, reward_key(args))
     state = hook_state()
     with state.lock:
-        state.guard_for(max_consecutive_failed_groups(args), trace_dir(args)).observe(verdict, group_label(group))
+        if not state.stop_decided_by_step:
+            state.guard_for(max_consecutive_failed_groups(args), trace_dir(args)).observe(verdict, group_label(group))
     return to_dynamic_filter_output(filter_output(verdict))
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import Refusal
 from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
 from shopsimrl.slime.samples import env_slots, env_url, max_turns, sample_status, trace_dir
 from shopsimrl.slime.state import hook_state
@@ -24,7 +25,7 @@ from shopsimrl.slime.state import hook_state
 log = logging.getLogger(__name__)
 
 
-class UnsupportedSlimeSetting(ValueError):
+class UnsupportedSlimeSetting(Refusal, ValueError):
     """A slime setting under which ShopSim episodes cannot be trained token-exactly."""
 
 

@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from shopsimrl.sampling.step import Start
 
 
 class GroupGeneration:
-    """The step's tasks in ``state.pendings`` (``state``: slime's ``GenerateState``, reset by the caller).
-    ``in_first_stage``: the step's :meth:`~shopsimrl.sampling.step.RolloutStep.in_first_stage`."""
+    """The step's tasks in ``state.pendings`` (``state``: slime's ``GenerateState``, reset by the caller)."""
 
-    def __init__(self, args: Any, in_first_stage: Callable[[int], bool]) -> None:
+    def __init__(self, args: Any) -> None:
         from slime.rollout import sglang_rollout
 
         self.args = args
         self.state = sglang_rollout.GenerateState(args)
-        self.heads: dict[int, list[Any]] = {}  # a staged group's first K samples, back
+        self.heads: dict[int, list[Any]] = {}  # a staged group's first K samples, back (the caller keeps them)
         self._index_of: dict[asyncio.Task[Any], int] = {}
-        self._in_first_stage = in_first_stage
 
     def start(self, start: Start) -> None:
         """Start the siblings a :class:`Start` names: the whole group, or some of its samples (staged)."""
@@ -42,23 +39,15 @@ class GroupGeneration:
         state.pendings.add(task)
         self._index_of[task] = start.index
 
-    async def finished(self) -> Iterator[tuple[int, list[Any], bool]]:
-        """Wait until some tasks are done: ``(index, samples, first stage)`` for each, read one by one as the
-        caller iterates (slime's order: a set's), a staged group's rest joined to its first ``K``."""
+    async def finished(self) -> list[tuple[int, list[Any]]]:
+        """Wait until some tasks are done: ``(index, samples)`` for each, in slime's order (a set's)."""
         done, self.state.pendings = await asyncio.wait(self.state.pendings, return_when=asyncio.FIRST_COMPLETED)
-        return self._results(done)
+        return [(self._index_of.pop(task), task.result()) for task in done]
 
-    def _results(self, done: set[asyncio.Task[Any]]) -> Iterator[tuple[int, list[Any], bool]]:
-        for task in done:
-            index = self._index_of.pop(task)
-            group = task.result()
-            if self._in_first_stage(index):
-                self.heads[index] = list(group)
-                yield index, self.heads[index], True
-                continue
-            if index in self.heads:  # the rest of a staged group: judged whole
-                group = [*self.heads.pop(index), *group]
-            yield index, group, False
+    def whole(self, index: int, samples: list[Any]) -> list[Any]:
+        """A group back whole: a staged group's rest joined to its first ``K`` (judged whole), or as it came."""
+        head = self.heads.pop(index, None)
+        return samples if head is None else [*head, *samples]
 
 
 async def _siblings(args: Any, group: list[Any], siblings: range, sampling_params: dict[str, Any]) -> list[Any]:

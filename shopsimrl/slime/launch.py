@@ -30,6 +30,7 @@ from typing import Any
 
 from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
+from shopsimrl.errors import Refusal
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling import KnobError, SamplingKnobs
 from shopsimrl.sampling.knobs import (
@@ -42,7 +43,17 @@ from shopsimrl.sampling.knobs import (
     validate_update_knobs,
     validate_wave_knobs,
 )
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, STRATEGIES, WAVE_MODES, WaveMode, is_faithful
+from shopsimrl.sampling.modes import (
+    DEFAULT_STRATEGY,
+    DEFAULT_WAVE_MODE,
+    STRATEGIES,
+    WAVE_MODES,
+    Choice,
+    Strategy,
+    WaveMode,
+    is_faithful,
+)
+from shopsimrl.slime.data import CATEGORY_KEY
 from shopsimrl.slime.defaults import DATA_SOURCE_PATH, DEFAULT_PROMPT_DATA, HOOKS, ROLLOUT_FUNCTION_PATH
 
 #: train.py flags the launcher refuses, with why (they would fail mid-run, or train on what they must not).
@@ -75,7 +86,7 @@ INSTALL_HINT = (
 )
 
 
-class LaunchError(ValueError):
+class LaunchError(Refusal, ValueError):
     """A knob or installation problem; the message says what to change."""
 
 
@@ -119,7 +130,9 @@ class TrainConfig:
     max_consecutive_failed_groups: int = _knob(
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
-    selection: str = _knob("SELECTION", DEFAULT_STRATEGY.value, "seed: slime's own data order; informative: the PromptSelector data source")
+    selection: Strategy = _knob("SELECTION", DEFAULT_STRATEGY, "seed: slime's own data order; informative: the seed "
+                                "order skipping prompts on a run of zero-spread groups; spread: the former rule, "
+                                "measured to train a worse policy (both through our data source)")
     waves: str = _knob("WAVES", DEFAULT_WAVE_MODE.value, "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
     wave_cushion: float | None = _knob(
         "SHOPSIM_WAVE_CUSHION", None, "WAVES=adaptive: expected informative groups kept in hand (unset: the rule's default)",
@@ -143,6 +156,7 @@ class TrainConfig:
     actor_num_nodes: int = _knob("ACTOR_NUM_NODES", 1, "training nodes")
     actor_num_gpus_per_node: int = _knob("ACTOR_NUM_GPUS_PER_NODE", 8, "training GPUs per node")
     colocate: bool = _knob("COLOCATE", True, "1: training and SGLang share the GPUs; 0: ROLLOUT_NUM_GPUS separate ones")
+    async_loop: bool = _knob("ASYNC", False, "1: slime's train_async.py, rollout k+1 while step k trains (needs COLOCATE=0)")
     rollout_num_gpus: int = _knob("ROLLOUT_NUM_GPUS", 0, "SGLang GPUs when COLOCATE=0")
     tensor_parallel_size: int = _knob("TENSOR_PARALLEL_SIZE", 2, "Megatron tensor parallel size")
     rollout_num_gpus_per_engine: int = _knob("ROLLOUT_NUM_GPUS_PER_ENGINE", 2, "SGLang tensor parallel size per engine")
@@ -224,7 +238,7 @@ class TrainConfig:
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
         if self.selection not in STRATEGIES:
-            problems.append(f"SELECTION must be seed or informative, got {self.selection!r}")
+            problems.append(f"SELECTION must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
         if self.waves not in WAVE_MODES:
             problems.append(f"WAVES must be fixed or adaptive, got {self.waves!r}")
         if self.wave_cushion is not None and self.waves != WaveMode.ADAPTIVE.value:
@@ -255,7 +269,8 @@ class TrainConfig:
             "shopsim_trace_dir": str(_absolute(self.run_dir) / "traces"),
             "shopsim_max_consecutive_failed_groups": self.max_consecutive_failed_groups,
             "shopsim_max_turns": self.max_turns,
-            **({"shopsim_selection": self.selection} if self._selector_data_source else {}),
+            **({"shopsim_selection": str(self.selection), "shopsim_cluster_key": CATEGORY_KEY}
+               if self._selector_data_source else {}),
             **({"shopsim_wave_cushion": self.wave_cushion} if self.wave_cushion is not None else {}),
         }
         if self.env_token_file:
@@ -267,6 +282,7 @@ class TrainConfig:
 
         A flag of :data:`REFUSED_FLAGS` in ``extra`` is refused here, at launch, not mid-run.
         """
+        self.check_loop()
         refused = [REFUSED_FLAGS[flag] for flag in REFUSED_FLAGS if any(a == flag or a.startswith(flag + "=") for a in extra)]
         if refused:
             raise LaunchError("; ".join(refused))
@@ -339,17 +355,34 @@ class TrainConfig:
 
     def command(self, extra: Sequence[str] = ()) -> list[str]:
         """The whole command: ``ray job submit ... -- python3 train.py ...`` or ``env ... python3 train.py ...``."""
-        train = [self.python, str(Path(self.slime_dir) / "train.py"), *self.train_args(extra)]
+        train = [self.python, str(Path(self.slime_dir) / self.train_script), *self.train_args(extra)]
         if self.launcher == "ray":
             runtime_env = json.dumps({"env_vars": self.job_env()}, sort_keys=True)
             return ["ray", "job", "submit", "--address", self.ray_address, "--runtime-env-json", runtime_env, "--", *train]
         return ["env", *(f"{k}={v}" for k, v in self.job_env().items()), *train]
 
+    @property
+    def train_script(self) -> str:
+        """The slime loop that runs: ``train.py``, or ``train_async.py`` with ASYNC=1."""
+        return "train_async.py" if self.async_loop else "train.py"
+
+    def check_loop(self) -> None:
+        """ASYNC=1: what slime's train_async.py refuses, refused before anything starts, in one line."""
+        if not self.async_loop:
+            return
+        if self.colocate:
+            raise LaunchError("ASYNC=1 runs slime's train_async.py, which refuses colocation (it asserts --colocate "
+                              "is off): set COLOCATE=0 and ROLLOUT_NUM_GPUS")
+        slime = Path(self.slime_dir)
+        if (slime / "train.py").is_file() and not (slime / self.train_script).is_file():
+            raise LaunchError(f"ASYNC=1 runs slime's train_async.py, which SLIME_DIR={self.slime_dir} does not have: "
+                              "use a slime that ships it, or unset ASYNC")
+
     def check_installed(self) -> None:
         """slime's ``train.py`` and the launcher must exist; the message says how to install."""
         problems = []
-        if not (Path(self.slime_dir) / "train.py").is_file():
-            problems.append(f"slime not found: no train.py in SLIME_DIR={self.slime_dir}")
+        if not (Path(self.slime_dir) / self.train_script).is_file():
+            problems.append(f"slime not found: no {self.train_script} in SLIME_DIR={self.slime_dir}")
         launcher = "ray" if self.launcher == "ray" else self.python
         if shutil.which(launcher) is None:
             problems.append(f"{launcher!r} is not on PATH")
@@ -428,6 +461,8 @@ def render(command: Sequence[str]) -> str:
 
 
 def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
+    if isinstance(default, Choice):
+        return type(default).parse(raw)
     if kind is float:
         return float(raw)
     if isinstance(default, bool):
@@ -444,6 +479,8 @@ def _parse(raw: str, default: Any, kind: type | None = None) -> Any:
 
 
 def _kind(default: Any, kind: type | None = None) -> str:
+    if isinstance(default, Choice):
+        return "one of " + ", ".join(choice.value for choice in type(default))
     if kind is float:
         return "a number"
     if isinstance(default, bool):

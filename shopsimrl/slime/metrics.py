@@ -10,7 +10,8 @@ slime calls, once per rollout step and in this order (``slime/rollout/sglang_rol
 2. ``--custom-rollout-log-function-path`` -> :func:`enrich_rollout_metrics`
    ``(rollout_id, args, samples, rollout_extra_metrics, rollout_time)`` with the trained
    samples and slime's metric dict (which holds its ``rollout/dynamic_filter/drop_<reason>``
-   counts).  We add our keys to that dict *in place* and return ``False``: a falsy return
+   counts).  We add our keys to that dict *in place* (with our data source, also the
+   concentration figures of the trained prompts, ``rollout/shopsim/concentration/*``) and return ``False``: a falsy return
    tells slime to go on with its default logging of the same dict, so W&B (or whatever
    slime logs to) receives our keys with slime's; this module never calls a logger itself.
 
@@ -47,6 +48,7 @@ def record_generated_rollout_groups(args: Any, all_samples: Sequence[Sequence[An
         state = hook_state()
         with state.lock:
             state.selector_metrics = metrics
+            state.selector_source = source
 
 
 def enrich_rollout_metrics(
@@ -77,6 +79,10 @@ def enrich_rollout_metrics(
     state = hook_state()
     with state.lock:
         selector_metrics, state.selector_metrics = state.selector_metrics, None
+        source = state.selector_source
+    if source is not None:  # the concentration figures: the trained groups' prompts, told to the data source
+        by_prompt = {s.group_index: (s.metadata or {}).get("task_id", s.prompt) for s in trained}
+        rollout_extra_metrics.update(source.trained_metrics(list(by_prompt.values()), rollout_id))
     if selector_metrics:
         rollout_extra_metrics.update(selector_metrics)
         chosen = selector_metrics.get(SELECTOR_PREFIX + "prompts_chosen", 0.0)

@@ -14,9 +14,11 @@ rule, the fallback and ``remaining``.  When the batch is full it calls slime's `
 (servers aborted until idle, every pending group awaited); partial groups slime
 hands back go to the data source, as slime's ``generate_rollout`` does.
 
-Evaluation is slime's own ``generate_rollout``.  The consecutive-failure stop stays
-in the filter hook (``fully_scored_group_filter``), which raises it, as on slime's
-path; the controller here only applies the wave rules.  Setting (custom config):
+Evaluation is slime's own ``generate_rollout``.  The consecutive-failure stop is the step's, as in every
+shell: its controller feeds the hook's own guard (``SlimeHookState.guard_for``: the same limit, trace
+folder and streak across steps, and the same error, naming slime's ``group_index``), and the filter hook,
+told so through the hook state, leaves the guard alone (on slime's own loop it is the hook that feeds
+it).  The step raises the stop once the batch it ends is filtered.  Setting (custom config):
 ``shopsim_wave_cushion`` (default ``DEFAULT_CUSHION`` expected informative groups).  Requires ``--data-source-path
 shopsimrl.slime.data_source.SelectorDataSource``.
 
@@ -31,16 +33,29 @@ all-samples hook then hears its ``K`` samples).  The metrics carry
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.sampling import GroupDecision
+from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
+from shopsimrl.sampling.modes import WaveMode
 from shopsimrl.sampling.staged import Siblings, StagedSiblings, staged_step_metrics
-from shopsimrl.sampling.step import AdaptiveRefills, RolloutStep, Start
+from shopsimrl.sampling.step import (
+    Action,
+    Completion,
+    FirstStage,
+    RolloutStep,
+    Start,
+    StoppedEarly,
+    StopRun,
+    WaveOpened,
+    new_step,
+)
+from shopsimrl.sampling.verdict import group_label
 from shopsimrl.slime.batch import SlimeBatch
 from shopsimrl.slime.generation import GroupGeneration
 from shopsimrl.slime.prompt_groups import DataSourceGroups
+from shopsimrl.slime.samples import max_consecutive_failed_groups, trace_dir
+from shopsimrl.slime.state import hook_state
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
@@ -64,37 +79,36 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
 async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -> tuple[list, dict, list]:
     """(kept groups sorted by sample index, slime's drop metrics, aborted partial groups).
 
-    The step decides; :class:`GroupGeneration` runs the groups it starts, :class:`SlimeBatch` judges them
+    A pump around the step: :class:`GroupGeneration` runs the groups it starts, :class:`SlimeBatch` judges them
     with slime's filter call and assembles the batch."""
     from slime.rollout import sglang_rollout
 
     step = rollout_step(args, data_source)
-    generation, batch = GroupGeneration(args, step.in_first_stage), SlimeBatch(args)
+    generation, batch = GroupGeneration(args), SlimeBatch(args)
 
-    def act(actions: list[Any]) -> None:
+    def act(actions: list[Action]) -> None:
         for action in actions:
-            if type(action) is Start:
+            if isinstance(action, Start):
                 generation.start(action)
-            elif type(action) is GroupDecision:
+            elif isinstance(action, GroupDecision):
                 batch.decided(action)
-        generation.state.remaining_batch_size = step.controller.remaining
+                generation.state.remaining_batch_size = action.remaining
+            elif isinstance(action, WaveOpened):
+                generation.state.remaining_batch_size = action.remaining
+            elif isinstance(action, StoppedEarly):
+                batch.stopped_early(action.index, generation.heads.pop(action.index))
+            elif isinstance(action, StopRun):
+                raise action.error
+
+    def back(index: int, group: list[Any]) -> Completion | FirstStage:
+        if step.runs_first_k(index):
+            generation.heads[index] = group = list(group)
+            return FirstStage(index, batch.first_stage_rewards(group))
+        return batch.judge(index, generation.whole(index, group))
 
     act(step.start())
     while not step.done:
-        finished, heads = [], []
-        for index, group, first_stage in await generation.finished():
-            if first_stage:
-                heads.append(index)
-            else:
-                finished.append(batch.judge(index, group))
-        act(step.complete_batch(finished))
-        for index in sorted(heads):
-            if step.done:
-                break  # the batch is full: aborted with the rest
-            actions = step.first_stage(index, batch.first_stage_rewards(generation.heads[index]))
-            if step.stopped_early(index):
-                batch.stopped_early(index, generation.heads.pop(index))
-            act(actions)
+        act(step.finished([back(index, group) for index, group in await generation.finished()]))
 
     aborted = await sglang_rollout.abort(args, rollout_id)
     step.close()
@@ -107,16 +121,17 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
 
 def rollout_step(args: Any, data_source: Any) -> RolloutStep:
     """The step slime's arguments configure: adaptive refills with the ``shopsim_wave_cushion``, prompts from the
-    data source, staged siblings when asked for.  The consecutive-failure stop stays in the filter hook."""
+    data source, staged siblings when asked for, and the hook state's consecutive-failure guard (module
+    docstring)."""
     target, wave = int(args.rollout_batch_size), int(args.over_sampling_batch_size)
     cushion = getattr(args, "shopsim_wave_cushion", None)  # 0 is a valid cushion: no `or` default
-    rule = AdaptiveWaves(target, wave, DEFAULT_CUSHION if cushion is None else float(cushion))
-    return RolloutStep(target, wave, source=DataSourceGroups(data_source),
-                       sizer=AdaptiveRefills(rule, int(args.n_samples_per_prompt)),
-                       guard=ConsecutiveFailureGuard(sys.maxsize),  # the filter hook raises the stop, as on slime's path
-                       staging=staging_of(args))
-
-
+    state = hook_state()
+    with state.lock:
+        state.stop_decided_by_step = True  # the filter hook leaves the guard to the step from now on
+        guard = state.guard_for(max_consecutive_failed_groups(args), trace_dir(args))
+    return new_step(target, wave, int(args.n_samples_per_prompt), source=DataSourceGroups(data_source),
+                    waves=WaveMode.ADAPTIVE, cushion=DEFAULT_CUSHION if cushion is None else float(cushion),
+                    staging=staging_of(args), guard=guard, group_name=group_label)
 def staging_of(args: Any) -> StagedSiblings | None:
     """``shopsim_siblings`` / ``shopsim_stage_size`` (custom config) as the step's staging, or ``None``."""
     if Siblings.parse(getattr(args, "shopsim_siblings", None) or Siblings.ALL) is not Siblings.STAGED:

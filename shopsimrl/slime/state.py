@@ -5,7 +5,8 @@ gets ``(args, group)`` and nothing else, the metric hooks are separate calls of
 the same rollout step.  Whatever must outlive a call therefore has to live in the
 hook module's process:
 
-- the consecutive-failure streak (docs/dynamic-sampling.md §2.1), which spans filter calls and steps;
+- the consecutive-failure streak (docs/dynamic-sampling.md §2.1), which spans filter calls and steps, and
+  who feeds it: the filter hook on slime's own loop, the rollout step under our rollout function;
 - the completed groups of the current step, handed from
   ``--rollout-all-samples-process-path`` to ``--custom-rollout-log-function-path``;
 - caches that are expensive to rebuild per call (the tokenizer, slime's filter class);
@@ -60,8 +61,10 @@ class SlimeHookState:
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     guard: ConsecutiveFailureGuard | None = None
+    stop_decided_by_step: bool = False  # our rollout function's step feeds the guard: the filter hook leaves it
     completed_groups: list[GroupOutcome] | None = None  # set by the all-samples hook, taken by the log hook
     selector_metrics: dict[str, float] | None = None  # from the selector data source, taken by the log hook
+    selector_source: Any = None  # the selector data source, told the trained prompts by the log hook (concentration)
     tokenizers: dict[str, Any] = field(default_factory=dict)  # hf_checkpoint -> tokenizer
     filter_output_cls: type | None = None
     env_client_factory: EnvClientFactory | None = None  # None: HttpEnvClient(args.shopsim_env_url)

@@ -29,7 +29,6 @@ from agent.openai_fake import (
     ScriptedServer,
     error,
     reply,
-    scripted_server,
 )
 
 from shopsimrl.agent import EpisodeResult, OpenAIPolicy, make_policy, run_episode
@@ -41,12 +40,6 @@ from shopsimrl.env.types import EnvClient
 
 SEARCH = reply(("search", '{"query": "boots"}'))
 MAX_TURNS = 4
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedServer]:
-    with scripted_server() as scripted:
-        yield scripted
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ import pytest
 from shopsimrl.agent import OpenAIPolicy
 from shopsimrl.cli import build_parser
 from shopsimrl.cli import main as shopsimrl_main
-from shopsimrl.rollout import cli
+from shopsimrl.commands.rollout_options import policy_options
 
 
 def options(*argv: str) -> dict:
-    return cli.policy_options(build_parser().parse_args(["rollout", "--policy", "openai", *argv]))
+    return policy_options(build_parser().parse_args(["rollout", "--policy", "openai", *argv]))
 
 
 def test_request_options_reach_the_policy(tmp_path: Path) -> None:

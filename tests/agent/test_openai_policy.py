@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from agent.fakes import TASK, FakeEnv, observation
-from agent.openai_fake import ScriptedServer, error, reply, scripted_server
+from agent.openai_fake import ScriptedServer, error, reply
 
 from shopsimrl.agent import OpenAIPolicy, make_policy, run_episode
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, EPISODE_TOOLS
 from shopsimrl.agent.openai_policy import request_seed
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedServer]:
-    with scripted_server() as scripted:
-        yield scripted
-
 
 SEARCH = ("search", '{"query": "red hiking boots"}')
 WIN = [reply(SEARCH), reply(("click", '{"value": "p1"}')), reply(("click", '{"value": "size=9"}')),

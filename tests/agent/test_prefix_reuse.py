@@ -11,13 +11,11 @@ reuses only the few characters before the tool list.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import pytest
-from agent.openai_fake import ScriptedServer, reply, scripted_server
+from agent.openai_fake import ScriptedServer, reply
 
 from shopsimrl.agent import OpenAIPolicy, run_episode
 from shopsimrl.env import InProcessEnvClient
@@ -44,12 +42,6 @@ def render(request: dict[str, Any], tools: list[dict[str, Any]] | None = None) -
 def reuse(previous: str, current: str) -> float:
     """The share of the previous prompt that is a prefix of the current one."""
     return len(os.path.commonprefix([previous, current])) / len(previous)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedServer]:
-    with scripted_server() as scripted:
-        yield scripted
 
 
 async def test_each_prompt_starts_with_the_whole_previous_prompt(server: ScriptedServer, small_catalog: Path) -> None:

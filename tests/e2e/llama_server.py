@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import httpx
 from e2e.llama_build import build, chat_template, server_binary
+from local_processes import free_port
 
 from shopsimrl.env.processes import stop_process
 
@@ -49,17 +49,11 @@ def model_path() -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def running_server(log: Path, *, slots: int = SLOTS, context: int = CONTEXT) -> Iterator[LlamaServer]:
     entry = build()
     model = model_path()
-    port = _free_port()
+    port = free_port()
     threads = max(1, (os.cpu_count() or 2) - 1)  # leave a core to the env, the driver and the adapter
     command = [str(server_binary(entry)), "-m", str(model), "--jinja", "--chat-template-file", str(chat_template(entry)),
                "--host", "127.0.0.1", "--port", str(port), "-c", str(context * slots), "-np", str(slots),

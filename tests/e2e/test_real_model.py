@@ -32,8 +32,9 @@ from e2e.gguf_tokenizer import save_tokenizer
 from e2e.llama_server import LlamaServer, server_metrics
 from e2e.measure import rollout
 from e2e.sglang_adapter import SGLangAdapter
-from scripted_sglang import loss_mask_spans
-from slime_double import Sample
+from slime_hooks.model_text import loss_mask_spans
+
+from shopsimrl.slime.harness.double.rollout import Sample
 
 ROLLOUT_KNOBS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "2",
                  "--global-batch-size", "4", "--max-turns", "4", "--max-tokens", "96", "--products", "2000",

@@ -313,7 +313,7 @@ ROLLOUT_ARGS = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--o
 
 def test_rollout_refuses_a_mix_of_shops_or_a_missing_token(small_db: Path, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from shopsimrl.rollout import cli
+    from shopsimrl.commands import rollout as cli
 
     a, other = Shop(small_db), Shop(small_db, action_limit=10)
     guarded = Shop(small_db, token=TOKEN)
@@ -337,7 +337,7 @@ def test_rollout_refuses_a_mix_of_shops_or_a_missing_token(small_db: Path, tmp_p
 
 def test_rollout_over_two_servers_with_a_token(small_db: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from shopsimrl.rollout import cli
+    from shopsimrl.commands import rollout as cli
 
     token_file = tmp_path / "env.token"
     token_file.write_text(TOKEN)

@@ -10,7 +10,7 @@ import os
 import sys
 
 from shopsimrl.agent.heuristic import _HeuristicEpisode
-from shopsimrl.rollout.cli import main
+from shopsimrl.commands.rollout import main
 
 _act = _HeuristicEpisode.act
 _PACE = float(os.environ.get("SHOPSIMRL_TURN_SECONDS", "0"))

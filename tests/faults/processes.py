@@ -8,24 +8,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+from local_processes import free_port
 
 PRODUCTS = 2_000
 HERE = Path(__file__).resolve().parent
 ROLLOUT_ARGS = ["--products", str(PRODUCTS), "--rollout-batch-size", "4", "--n-samples-per-prompt", "4",
                 "--over-sampling-batch-size", "8", "--global-batch-size", "8", "--view", "plain"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_for(predicate, timeout: float, what: str, every: float = 0.05):  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from shopsimrl.cli import main as shopsimrl_main
-from shopsimrl.rollout import cli
+from shopsimrl.commands import rollout as cli
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,10 @@ from shopsimrl.rollout import cli
           "--over-sampling-batch-size", "6"], "an optimizer update must hold whole groups"),
         (["--max-consecutive-failed-groups", "0"], "argument --max-consecutive-failed-groups: must be a whole number >= 1"),
         (["--rollout-batch-size", "0"], "argument --rollout-batch-size: must be a whole number >= 1"),
-        (["--steps", "0"], "argument --steps: must be a whole number >= 1"),
+        (["--steps", "0"], "argument --steps: must be a whole number within 1..100000, got 0"),
+        (["--steps", "100000000000000000000000"], "argument --steps: must be a whole number within 1..100000 (a larger "
+                                                  "run would not finish), got 100000000000000000000000"),
+        (["--policy", "openai"], "--policy openai needs --openai-base-url URL"),
         (["--fault-rate", "1.5"], "argument --fault-rate: must be a finite number >= 0 and <= 1"),
         (["--episode-concurrency", "0"], "argument --episode-concurrency: must be a whole number within 1..100000"),
         (["--env", "ftp://x"], "argument --env: 'ftp://x' is not an http(s)://host:port URL"),

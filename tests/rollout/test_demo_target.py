@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rollout.conftest import PRODUCTS
 
-from shopsimrl.rollout import cli
+from shopsimrl.commands import rollout as cli
 
 MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
 

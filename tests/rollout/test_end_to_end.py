@@ -12,12 +12,13 @@ from rollout.fakes import load_events, read_json, replay_events
 
 from shopsimrl.agent import make_policy
 from shopsimrl.agent.policy import PolicyTurn, ToolCall
+from shopsimrl.commands import rollout as cli
 from shopsimrl.env import InProcessEnvClient
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.server import ServerThread
 from shopsimrl.io import read_jsonl
-from shopsimrl.rollout import RolloutConfig, cli, run_rollout
+from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.runner import agent_runner
 from shopsimrl.rollout.synthetic import unit_hash
 from shopsimrl.sampling import REASON_ZERO_STD, SamplingKnobs

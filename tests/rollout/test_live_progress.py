@@ -9,7 +9,7 @@ from shopsimrl.rollout.progress import LiveProgress, StepProgress
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.sampling import REASON_ZERO_STD, GroupDecision, Verdict
 from shopsimrl.sampling.source import prompt_source
-from shopsimrl.sampling.step import FixedWaves, RolloutStep, Start
+from shopsimrl.sampling.step import RolloutStep, Start, new_step
 
 N = 2
 
@@ -29,7 +29,7 @@ class Recorder:
 
 
 def started_step(observer: Recorder | None) -> tuple[RolloutStep, LiveProgress, dict[int, GroupRun]]:
-    rollout = RolloutStep(2, 4, source=prompt_source("seed", [f"t{i}" for i in range(20)], N), sizer=FixedWaves(N))
+    rollout = new_step(2, 4, N, source=prompt_source("seed", [f"t{i}" for i in range(20)], N))
     groups: dict[int, GroupRun] = {}
     live = LiveProgress(7, rollout, groups, EpisodeSlots(4), lambda: 1.5, observer)
     starts = [a for a in rollout.start() if isinstance(a, Start)]
@@ -42,8 +42,8 @@ def started_step(observer: Recorder | None) -> tuple[RolloutStep, LiveProgress, 
 def test_each_decision_lands_on_its_waves_line_and_the_abort_counts_the_rest():
     rollout, live, groups = started_step(None)
     groups[3].started = True
-    actions = rollout.complete_batch([(0, Verdict.ZERO_STD, [1.0, 1.0]), (1, Verdict.VARIED, [0.0, 1.0]),
-                                      (2, Verdict.VARIED, [0.0, 1.0])])
+    actions = rollout.finished([(0, Verdict.ZERO_STD, [1.0, 1.0]), (1, Verdict.VARIED, [0.0, 1.0]),
+                                (2, Verdict.VARIED, [0.0, 1.0])])
     for d in actions:
         if isinstance(d, GroupDecision):
             live.decided(d)

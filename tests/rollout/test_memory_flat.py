@@ -10,7 +10,8 @@ from typing import Any
 
 from rollout.fakes import SMALL, jittered
 
-from shopsimrl.rollout import RolloutConfig, cli, run_rollout
+from shopsimrl.commands import rollout as cli
+from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner
 from shopsimrl.rollout.view import RolloutView
 

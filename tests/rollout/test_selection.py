@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 
 import pytest
 from rollout.fakes import jittered, load_events, read_json
 
 from shopsimrl.agent.heuristic import LEARNING_DECAY, HeuristicPolicy
-from shopsimrl.rollout import RolloutConfig, cli, run_rollout
+from shopsimrl.commands import rollout as cli
+from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner
 from shopsimrl.sampling import SamplingKnobs
+from shopsimrl.sampling.concentration import (
+    DISTINCT_PROMPTS_EPOCH,
+    MAX_TRAININGS_PER_PROMPT,
+    SEED_ORDER_BOUND,
+    TOP10_SHARE,
+)
+from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_sampling_batch_size=8,
@@ -20,13 +29,13 @@ KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_samplin
 
 def run(tmp_path, *, selection, waves, steps=4, learner=None, timeline=False):
     config = RolloutConfig(knobs=KNOBS, steps=steps, seed=0, out=tmp_path, name=f"{selection}-{waves}",
-                           selection=selection, waves=waves, timeline=timeline)
+                           selection=Strategy(selection), waves=WaveMode(waves), timeline=timeline)
     tasks = [f"task-{i:04d}" for i in range(60)]
     return asyncio.run(run_rollout(config, synthetic_runner(delay=jittered()), tasks, learner=learner))
 
 
 @pytest.mark.parametrize(("selection", "waves"), [("informative", "fixed"), ("informative", "adaptive"),
-                                                  ("seed", "adaptive")])
+                                                  ("spread", "adaptive"), ("seed", "adaptive")])
 def test_every_step_keeps_the_target_and_never_starts_a_task_twice(tmp_path, selection, waves):
     trained: list[list[str]] = []
     result = run(tmp_path, selection=selection, waves=waves, learner=trained.append)
@@ -43,8 +52,10 @@ def test_every_step_keeps_the_target_and_never_starts_a_task_twice(tmp_path, sel
             assert len(report.groups) % KNOBS.over_sampling_batch_size == 0
     config = read_json(result.paths.config)
     assert (config["selection"], config["waves"]) == (selection, waves)
-    if selection == "informative":  # every pick is paid for under adaptive waves: exploration is paced slower
+    if selection == "spread":  # every pick is paid for under adaptive waves: exploration is paced slower
         assert config["explore_horizon_epochs"] == (8.0 if waves == "adaptive" else 2.0)
+    else:  # the seed's order has no exploration to pace
+        assert "explore_horizon_epochs" not in config
 
 
 def test_adaptive_waves_submit_in_small_refills_within_one_wave_unless_remaining_runs_short(tmp_path):
@@ -69,6 +80,24 @@ def test_the_timeline_picture_is_written_per_step(tmp_path):
 def test_the_faithful_default_writes_no_selector_metrics(tmp_path):
     result = run(tmp_path, selection="seed", waves="fixed", steps=1)
     assert not any(k.startswith(SELECTOR_PREFIX) for k in result.reports[0].metrics)
+
+
+@pytest.mark.parametrize("selection", ["seed", "informative", "spread"])
+def test_every_run_logs_its_concentration_counted_from_the_trained_groups(tmp_path, selection):
+    """metrics.jsonl carries the three figures each step, for the faithful order too, counted from batch.jsonl."""
+    result = run(tmp_path, selection=selection, waves="fixed", steps=6)
+    lines = [json.loads(line) for line in (result.paths.root / "metrics.jsonl").read_text().splitlines()]
+    counts: Counter[str] = Counter()
+    for k, line in enumerate(lines, start=1):
+        batch = [json.loads(row) for row in (result.paths.step(k).root / "batch.jsonl").read_text().splitlines()]
+        counts.update({row["task_id"] for row in batch})  # one group per trained task
+        assert line[MAX_TRAININGS_PER_PROMPT] == max(counts.values())
+        top = sorted(counts.values(), reverse=True)[:10]
+        assert line[TOP10_SHARE] == pytest.approx(sum(top) / sum(counts.values()))
+        assert 0 < line[DISTINCT_PROMPTS_EPOCH] <= 60 and line[SEED_ORDER_BOUND] >= 1
+    if selection == "seed":  # 8 prompts per step of 60: the first pass lasts 7 steps, nothing trained twice
+        assert lines[-1][DISTINCT_PROMPTS_EPOCH] == 6 * KNOBS.rollout_batch_size
+        assert lines[-1][MAX_TRAININGS_PER_PROMPT] == 1
 
 
 def test_heuristic_learning_mode_sharpens_only_trained_tasks():

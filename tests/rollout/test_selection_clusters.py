@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.env.inprocess import InProcessEnvClient
-from shopsimrl.rollout import cli
 from shopsimrl.rollout.clusters import task_categories
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
 
@@ -27,9 +27,9 @@ def test_task_categories_are_each_train_task_s_category(shop):
     assert len(set(categories.values())) > 1
 
 
-def test_informative_adaptive_reports_coverage_per_category(tmp_path, cli_cache, capsys):
+def test_spread_adaptive_reports_coverage_per_category(tmp_path, cli_cache, capsys):
     code = cli.main(["--steps", "2", "--products", "2000", "--out", str(tmp_path), "--name", "clusters",
-                     "--view", "plain", "--selection", "informative", "--waves", "adaptive", "--no-timeline"])
+                     "--view", "plain", "--selection", "spread", "--waves", "adaptive", "--no-timeline"])
     out = capsys.readouterr().out
     assert code == 0, out
     run_dir = tmp_path / "clusters"

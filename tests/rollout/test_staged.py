@@ -10,10 +10,12 @@ from collections import Counter
 import pytest
 from rollout.fakes import jittered, load_events, read_json
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.io import read_jsonl
-from shopsimrl.rollout import RolloutConfig, cli, run_rollout
+from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner, unit_hash
 from shopsimrl.sampling import REASON_ZERO_STD, SamplingKnobs
+from shopsimrl.sampling.modes import Siblings, Strategy
 from shopsimrl.sampling.staged import STAGED_PREFIX
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=8, over_sampling_batch_size=12,
@@ -30,7 +32,8 @@ def polar_outcome(spec):
 
 def run(tmp_path, *, siblings, steps=6, stage_size=None, selection="seed"):
     config = RolloutConfig(knobs=KNOBS, steps=steps, seed=0, out=tmp_path, name=f"{siblings}-{selection}",
-                           selection=selection, siblings=siblings, stage_size=stage_size, timeline=False)
+                           selection=Strategy(selection), siblings=Siblings(siblings), stage_size=stage_size,
+                           timeline=False)
     tasks = [f"task-{i:04d}" for i in range(30)]
     return asyncio.run(run_rollout(config, synthetic_runner(polar_outcome, delay=jittered()), tasks))
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from shopsimrl.cli import build_parser
-from shopsimrl.rollout import cli
+from shopsimrl.commands import rollout as cli
 
 SMALL_ARGS = ["--products", "2000", "--rollout-batch-size", "2", "--n-samples-per-prompt", "2",
               "--over-sampling-batch-size", "4", "--global-batch-size", "4", "--view", "plain", "--no-timeline"]

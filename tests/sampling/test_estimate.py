@@ -29,10 +29,16 @@ def test_quadrature_matches_monte_carlo():
     assert gaussian_zero_spread(0.7, 0.0, 8) == pytest.approx(zero_spread_probability(sigmoid(0.7), 8))
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(mean=st.floats(-6, 6), sd=st.floats(0.2, 5), k=st.integers(0, 8))
 def test_laplace_mode_is_the_posterior_mode(mean, sd, k):
-    """The mode found by Newton's method maximises the log-posterior on a fine grid."""
+    """The mode found by Newton's method maximises the log-posterior, to within a step of ``(12 sd + 6) / 4000``.
+
+    The log-posterior (a Gaussian prior times a logistic binomial likelihood) is strictly concave, so a point
+    no lower than both neighbours one step away is within one step of the maximum: three evaluations prove
+    what a 4,001-point grid over mean +- (6 sd + 3) did.  300 examples find plain Newton's cycles (without
+    the bracket's safeguard) every time; the two found first are pinned below.
+    """
     var = sd * sd
 
     def log_post(x: float) -> float:
@@ -40,9 +46,8 @@ def test_laplace_mode_is_the_posterior_mode(mean, sd, k):
         return -((x - mean) ** 2) / (2 * var) + k * math.log(p) + (8 - k) * math.log(1 - p)
 
     mode, post_var = laplace_binomial(mean, var, k, 8)
-    grid = [mean - 6 * sd - 3 + i * (12 * sd + 6) / 4000 for i in range(4001)]
-    best = max(grid, key=log_post)
-    assert abs(mode - best) <= (12 * sd + 6) / 4000 + 1e-6
+    step = (12 * sd + 6) / 4000
+    assert log_post(mode) >= max(log_post(mode - step), log_post(mode + step))
     assert 0 < post_var < var  # evidence only sharpens the belief
 
 

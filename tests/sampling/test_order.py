@@ -8,10 +8,12 @@ import random
 
 import pytest
 
+from shopsimrl.sampling.evidence import NotEnoughPromptsError
+from shopsimrl.sampling.informative import InformativeOrder
 from shopsimrl.sampling.modes import Strategy
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.selector import NotEnoughPromptsError, PromptSelector
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+from shopsimrl.sampling.spread import SpreadPicker
 
 TASKS = [f"t{i}" for i in range(10)]
 
@@ -73,13 +75,14 @@ def test_first_starts_count_as_explored_once():
 
 def test_the_factory_builds_each_strategy_and_restores_it_from_its_state():
     seed, inf = prompt_source("seed", TASKS, 8, 4), prompt_source(Strategy.INFORMATIVE, TASKS, 8, 4)
-    assert type(seed) is SeedOrder and type(inf) is PromptSelector
+    assert type(seed) is SeedOrder and type(inf) is InformativeOrder
+    assert type(prompt_source("spread", TASKS, 8, 4)) is SpreadPicker
     finish(seed, seed.next_prompts(3))
     seed.next_prompts(2)
     restored = prompt_source_from_state(json.loads(json.dumps(seed.state_dict())))
     assert type(restored) is SeedOrder and restored.state_dict() == seed.state_dict()
     assert restored.next_prompts(4) == seed.next_prompts(4)
-    with pytest.raises(ValueError, match="strategy must be one of seed, informative"):
+    with pytest.raises(ValueError, match="strategy must be one of seed, informative, spread"):
         prompt_source("greedy", TASKS, 8)
     with pytest.raises(ValueError, match="prompt_source"):
-        PromptSelector(TASKS, 8, "seed")
+        SpreadPicker(TASKS, 8, "seed")

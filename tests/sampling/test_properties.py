@@ -3,7 +3,6 @@ and decision-for-decision agreement with a literal transcription of slime's loop
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from slime_loop_reference import slime_loop
 
 from shopsimrl.sampling import (
     REASON_TECHNICAL,
@@ -14,6 +13,7 @@ from shopsimrl.sampling import (
     WaveController,
     replay,
 )
+from shopsimrl.slime.harness.double.reference_loop import slime_loop
 
 verdicts = st.sampled_from(["varied", "zero_std", "technical"])
 durations = st.integers(min_value=0, max_value=12).map(float)  # small range: many simultaneous completions

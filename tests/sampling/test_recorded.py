@@ -7,7 +7,6 @@ groups fill the last places, and which zero-std groups are dropped or admitted, 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from slime_loop_reference import slime_loop
 
 from shopsimrl.sampling import (
     REASON_TECHNICAL,
@@ -19,6 +18,7 @@ from shopsimrl.sampling import (
     WaveController,
 )
 from shopsimrl.sampling.recorded import Finished, Opened, replay_recorded
+from shopsimrl.slime.harness.double.reference_loop import slime_loop
 
 Z, V, T = Verdict.ZERO_STD, Verdict.VARIED, Verdict.TECHNICAL
 

@@ -1,4 +1,4 @@
-"""Informative selection with cluster labels: exploration by cluster, the cluster's prior, coverage per cluster."""
+"""Spread selection with cluster labels (and every rule's evidence): exploration by cluster, the cluster's prior, coverage per cluster."""
 
 from __future__ import annotations
 
@@ -12,15 +12,12 @@ from hypothesis import strategies as st
 
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import SkillModel
-from shopsimrl.sampling.selector import (
-    EXPLORE_HORIZON_EPOCHS,
-    SELECTOR_PREFIX,
-    PromptSelector,
-    selector_step_metrics,
-)
+from shopsimrl.sampling.picker import Picker
+from shopsimrl.sampling.selector import SELECTOR_PREFIX, selector_step_metrics
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS, SpreadPicker
 
-STRATEGY = st.sampled_from(["seed", "informative"])
+STRATEGY = st.sampled_from(["seed", "informative", "spread"])
 # one script step: (k to ask for, how to finish each prompt in flight: record all-same / varied / release / keep)
 ACTIONS = st.lists(
     st.tuples(st.integers(0, 6), st.lists(st.sampled_from(["same", "varied", "release", "keep"]), max_size=6)),
@@ -29,7 +26,7 @@ ACTIONS = st.lists(
 )
 
 
-def drive(sel: PromptSelector, actions, trace: list) -> None:
+def drive(sel: Picker, actions, trace: list) -> None:
     """Run a script against the selector, checking k distinct prompts, none already in flight."""
     for k, fates in actions:
         k = min(k, len(sel) - len(sel.in_flight))
@@ -46,7 +43,7 @@ def drive(sel: PromptSelector, actions, trace: list) -> None:
                 sel.release(pid)
 
 
-def labelled(size: int, k: int, seed: int = 0, strategy: str = "informative", **kw) -> PromptSelector:
+def labelled(size: int, k: int, seed: int = 0, strategy: str = "spread", **kw) -> Picker:
     ids = [f"p{i}" for i in range(size)]
     rng = random.Random(seed)
     labels = {pid: f"c{rng.randrange(k)}" for pid in ids}
@@ -82,7 +79,7 @@ def test_every_cluster_is_tried_within_its_share_of_the_horizon(size, k, seed, b
     ids = [f"p{i}" for i in range(size)]
     labels = [i % k for i in range(size)]  # every cluster has a prompt
     data.draw(st.randoms()).shuffle(labels)
-    sel = PromptSelector(ids, 8, "informative", seed, explore_horizon_epochs=horizon,
+    sel = SpreadPicker(ids, 8, seed=seed, explore_horizon_epochs=horizon,
                          clusters=dict(zip(ids, labels)))
     rng = random.Random(data.draw(st.integers(0, 1000)))
     horizon_picks = max(1, round(horizon * size))
@@ -109,7 +106,7 @@ def test_explorations_take_a_never_tried_cluster_first():
     biggest cluster would get most of them)."""
     ids = [f"p{i}" for i in range(40)]
     labels = {pid: "big" for pid in ids[:36]} | {ids[36]: "a", ids[37]: "a", ids[38]: "b", ids[39]: "b"}
-    sel = PromptSelector(ids, 8, "informative", 0, clusters=labels)
+    sel = SpreadPicker(ids, 8, seed=0, clusters=labels)
     first = sel.next_prompts(3)
     assert {labels[p] for p in first} == {"big", "a", "b"}
     assert sel.clusters_tried() == 3
@@ -191,7 +188,7 @@ def test_coverage_per_cluster_reaches_the_step_metrics():
     metrics = selector_step_metrics(stats, informative=4, generated_episodes=32, coverage=sel.coverage())
     assert metrics[SELECTOR_PREFIX + "cluster_coverage_min"] == low
     assert metrics[SELECTOR_PREFIX + "cluster_coverage_median"] == mid
-    plain = PromptSelector([f"p{i}" for i in range(30)], 8, "informative", 1)
+    plain = SpreadPicker([f"p{i}" for i in range(30)], 8, seed=1)
     plain.next_prompts(4)
     plain_stats = plain.pop_stats()
     assert "cluster_coverage_min" not in plain_stats and plain.cluster_coverage() is None

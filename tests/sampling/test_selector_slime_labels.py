@@ -21,7 +21,7 @@ def make_args(tmp_path, **extra):
         for i in range(40)))
     return SimpleNamespace(prompt_data=str(prompts), input_key="prompt", metadata_key="metadata",
                            n_samples_per_prompt=4, rollout_seed=0, save=str(tmp_path / "ckpt"),
-                           load=str(tmp_path / "ckpt"), shopsim_selection="informative", **extra)
+                           load=str(tmp_path / "ckpt"), shopsim_selection="spread", **extra)
 
 
 def test_the_named_metadata_key_labels_the_prompts_and_survives_a_checkpoint(tmp_path):

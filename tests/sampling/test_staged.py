@@ -18,17 +18,25 @@ from shopsimrl.sampling import (
     Verdict,
 )
 from shopsimrl.sampling.adaptive import AdaptiveWaves
+from shopsimrl.sampling.modes import Siblings
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import (
     DEFAULT_STAGE_THRESHOLD,
     Next,
-    Siblings,
     StagedSiblings,
     after_first_stage,
     default_stage_size,
     rest_spread_chance,
 )
-from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start
+from shopsimrl.sampling.step import (
+    AbortRest,
+    AdaptiveRefills,
+    FixedWaves,
+    RolloutStep,
+    Start,
+    StoppedEarly,
+    WaveOpened,
+)
 
 N = 8
 SURE_FAIL = (-12.0, 0.01)  # a prompt predicted near 0%: logit mean and variance
@@ -160,6 +168,10 @@ class Known:
         return self.zero
 
 
+def starts_of(actions):
+    return [a for a in actions if isinstance(a, Start)]
+
+
 def staged_step(target=2, wave=4, source=None, staging=STAGED, adaptive=False):
     source = source or Known()
     sizer = AdaptiveRefills(AdaptiveWaves(target, wave, -1.5), N) if adaptive else FixedWaves(N)
@@ -168,7 +180,7 @@ def staged_step(target=2, wave=4, source=None, staging=STAGED, adaptive=False):
 
 def test_r29_off_by_default_every_group_starts_whole():
     step = RolloutStep(2, 4, source=Known(), sizer=FixedWaves(N), guard=ConsecutiveFailureGuard(8))
-    assert all(s.siblings == range(N) for s in step.start())
+    assert all(s.siblings == range(N) for s in starts_of(step.start()))
     assert step.stage_counts["staged"] == 0
     with pytest.raises(ControllerStateError, match="not in its first stage"):
         step.first_stage(0, [0.0] * 4)
@@ -176,9 +188,9 @@ def test_r29_off_by_default_every_group_starts_whole():
 
 def test_r29_a_staged_group_starts_its_first_k_and_a_prompt_predicted_to_spread_starts_whole():
     skipping = StagedSiblings.of(N, skip_q=0.5)
-    starts = staged_step(staging=skipping).start()
+    starts = starts_of(staged_step(staging=skipping).start())
     assert [s.siblings for s in starts] == [range(4)] * 4
-    whole = staged_step(source=Known(zero=0.2), staging=skipping).start()  # q = 0.8 >= skip_q: staging skipped
+    whole = starts_of(staged_step(source=Known(zero=0.2), staging=skipping).start())  # q = 0.8 >= skip_q: staging skipped
     assert [s.siblings for s in whole] == [range(N)] * 4
     step = staged_step(source=Known(zero=0.2), staging=skipping)
     step.start()
@@ -188,10 +200,10 @@ def test_r29_a_staged_group_starts_its_first_k_and_a_prompt_predicted_to_spread_
 def test_r29_by_default_a_prompt_predicted_to_spread_starts_whole_and_one_predicted_to_agree_is_staged():
     assert StagedSiblings.of(N).skip_q == 0.5
     whole = staged_step(source=Known(zero=0.49))  # q = 0.51 >= the default skip_q (0.5): staging skipped
-    assert [s.siblings for s in whole.start()] == [range(N)] * 4
+    assert [s.siblings for s in starts_of(whole.start())] == [range(N)] * 4
     assert whole.stage_counts["staged"] == 0 and whole.stage_counts["whole"] == 4
     staged = staged_step(source=Known(zero=0.51))  # q = 0.49 < 0.5: staged
-    assert [s.siblings for s in staged.start()] == [range(4)] * 4
+    assert [s.siblings for s in starts_of(staged.start())] == [range(4)] * 4
     assert staged.stage_counts["staged"] == 4 and staged.stage_counts["whole"] == 0
 
 
@@ -199,10 +211,9 @@ def test_r29_the_step_decides_a_certain_agreement_as_the_seeds_zero_std_drop_aft
     step = staged_step()
     step.start()  # remaining 4 > target 2
     actions = step.first_stage(1, [0.0] * 4)
-    assert actions == [GroupDecision(1, 1, Verdict.ZERO_STD, Decision.DROPPED, REASON_ZERO_STD, 3, 0)]
+    assert actions == [StoppedEarly(1), GroupDecision(1, 1, Verdict.ZERO_STD, Decision.DROPPED, REASON_ZERO_STD, 3, 0)]
     assert step.stage_counts["stopped_early"] == 1 and step.stage_counts["episodes_saved"] == 4
-    assert step.stopped_early(1) and not step.stopped_early(0)
-    step.first_stage(0, [0.0] * 4)  # remaining 3 > 2: dropped too, remaining 2
+    assert step.first_stage(0, [0.0] * 4)[0] == StoppedEarly(0)  # remaining 3 > 2: dropped too, remaining 2
     actions = step.first_stage(2, [0.0] * 4)  # remaining 2 == target: the fallback could keep it -> the rest
     assert actions == [Start(2, 1, step.prompts[2], range(4, 8), None)]
     with pytest.raises(ControllerStateError, match="first stage"):
@@ -227,7 +238,8 @@ def test_r29_a_decision_after_k_never_takes_remaining_below_the_target():
     step = staged_step(target=4, wave=5)
     step.start()  # remaining 5
     actions = step.first_stage(0, [0.0] * 4)
-    assert [a.remaining for a in actions] == [4] and step.controller.remaining == 4  # no new wave: 4 == target
+    assert [a.remaining for a in actions if isinstance(a, GroupDecision)] == [4] and step.remaining == 4
+    assert not [a for a in actions if isinstance(a, (Start, WaveOpened))]  # no new wave: 4 == target
     assert step.first_stage(1, [0.0] * 4) == [Start(1, 1, step.prompts[1], range(4, 8), None)]
 
 

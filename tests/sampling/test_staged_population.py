@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shopsimrl.sampling.estimate import PRIOR_SD, fit_population
-from shopsimrl.sampling.selector import POPULATION_FIT_DECAY, POPULATION_FIT_MIN_GROUPS, PromptSelector
+from shopsimrl.sampling.evidence import POPULATION_FIT_DECAY, POPULATION_FIT_MIN_GROUPS
+from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 from shopsimrl.sampling.staged import rest_spread_chance
 
@@ -29,7 +30,7 @@ def draw_groups(mean: float, sd: float, count: int, seed: int = 0) -> dict[tuple
     return counts
 
 
-def first_tries(source: PromptSelector, outcomes: list[list[float]]) -> None:
+def first_tries(source: Picker, outcomes: list[list[float]]) -> None:
     """Start and record one first group per outcome (each on a prompt never seen before)."""
     for rewards in outcomes:
         (prompt,) = source.next_prompts(1)
@@ -58,7 +59,7 @@ def test_r29_a_never_seen_prompts_logit_is_the_wide_prior_until_enough_first_tri
     mean, var = source.predicted_logit(fresh)  # too few: at the skill, wide (the prior plus the skill's drift)
     assert mean == 0.0 and PRIOR_SD**2 <= var < PRIOR_SD**2 + 0.1
     first_tries(source, [[1.0] * N] * 3)  # the decayed count passes POPULATION_FIT_MIN_GROUPS
-    assert sum(source._first_tries.values()) >= POPULATION_FIT_MIN_GROUPS
+    assert sum(source.evidence.first_tries.values()) >= POPULATION_FIT_MIN_GROUPS
     (fresh,) = source.next_prompts(1)
     assert source.predicted_logit(fresh)[0] > 2.0  # enough: the population of first tries
 
@@ -92,7 +93,7 @@ def test_r29_an_observed_prompts_logit_is_the_skill_models():
     source = prompt_source("seed", range(100), N, 0)
     first_tries(source, [[1.0] * N] * 40)
     prompt = 0 if 0 in source.ever_chosen() else source.ever_chosen()[0]
-    assert source.predicted_logit(prompt) == source._model.logit(prompt, True)
+    assert source.predicted_logit(prompt) == source.evidence.model.logit(prompt, True)
 
 
 @settings(max_examples=40, deadline=None)
@@ -107,4 +108,4 @@ def test_r29_first_tries_survive_a_checkpoint_and_their_weight_decays(tries):
     assert restored.state_dict() == source.state_dict()
     # every first try weighs POPULATION_FIT_DECAY ** (first tries since)
     weight = sum(POPULATION_FIT_DECAY**age for age in range(len(tries)))
-    assert sum(source._first_tries.values()) == pytest.approx(weight)
+    assert sum(source.evidence.first_tries.values()) == pytest.approx(weight)

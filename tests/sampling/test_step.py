@@ -20,13 +20,29 @@ from shopsimrl.sampling import (
     WaveController,
 )
 from shopsimrl.sampling.adaptive import AdaptiveWaves
-from shopsimrl.sampling.selector import NotEnoughPromptsError
+from shopsimrl.sampling.evidence import NotEnoughPromptsError
 from shopsimrl.sampling.source import prompt_source
-from shopsimrl.sampling.step import AbortRest, AdaptiveRefills, FixedWaves, RolloutStep, Start, StepDone
+from shopsimrl.sampling.step import (
+    AbortRest,
+    AdaptiveRefills,
+    FirstStage,
+    FixedWaves,
+    RolloutStep,
+    Start,
+    StepDone,
+    StoppedEarly,
+    StopRun,
+    WaveOpened,
+    new_step,
+)
 
 PROMPTS = [f"p{i}" for i in range(40)]
 V, Z, T = Verdict.VARIED, Verdict.ZERO_STD, Verdict.TECHNICAL
 SPREAD, AGREE = [1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]
+
+
+def starts_of(actions):
+    return [a for a in actions if isinstance(a, Start)]
 
 
 def fixed_step(target=2, wave=4, limit=8, strategy="seed", source=None):
@@ -38,8 +54,8 @@ def fixed_step(target=2, wave=4, limit=8, strategy="seed", source=None):
 def test_start_opens_one_whole_wave_each_group_with_all_its_siblings_on_the_seed_orders_prompts():
     step, source = fixed_step()
     expected = prompt_source("seed", PROMPTS, 4, 0).next_prompts(4)
-    starts = step.start()
-    assert starts == [Start(i, 1, expected[i], range(4), None) for i in range(4)]
+    actions = step.start()
+    assert actions == [*(Start(i, 1, expected[i], range(4), None) for i in range(4)), WaveOpened(1, range(4), 4)]
     assert source.in_flight == frozenset(expected)
 
 
@@ -72,7 +88,7 @@ def test_target_kept_ends_the_batch_with_abort_rest_naming_every_group_in_flight
 
 def test_results_reach_the_source_only_at_close_aborted_prompts_first_surplus_released_with_evidence():
     step, source = fixed_step(strategy="informative")
-    prompts = [s.prompt for s in step.start()]
+    prompts = [s.prompt for s in starts_of(step.start())]
     actions = step.complete_batch([(0, V, SPREAD), (1, V, SPREAD), (2, V, SPREAD)])
     assert [a.decision for a in actions[:3]] == [Decision.ACCEPTED, Decision.ACCEPTED, Decision.SURPLUS]
     assert source.in_flight == frozenset(prompts), "nothing is told before the step ends"
@@ -89,7 +105,7 @@ def test_results_reach_the_source_only_at_close_aborted_prompts_first_surplus_re
 
 def test_the_guard_stop_hands_back_the_batch_decisions_before_it_and_the_trigger_is_released():
     step, source = fixed_step(target=2, wave=4, limit=2)
-    prompts = [s.prompt for s in step.start()]
+    prompts = [s.prompt for s in starts_of(step.start())]
     with pytest.raises(TooManyTechnicalFailures) as info:
         step.complete_batch([(0, V, SPREAD), (1, T, None), (2, T, None), (3, V, SPREAD)])
     decided = info.value.decisions
@@ -114,7 +130,7 @@ def test_adaptive_refills_start_the_predicted_number_each_with_its_chance_of_spr
     source = prompt_source("informative", PROMPTS, 4, 0)
     step = RolloutStep(4, 8, source=source, sizer=AdaptiveRefills(AdaptiveWaves(4, 8, 0.0), 4),
                        guard=ConsecutiveFailureGuard())
-    starts = step.start()
+    starts = starts_of(step.start())
     assert starts and all(s.spread_chance is not None and 0 < s.spread_chance < 1 for s in starts)
     assert len(starts) == AdaptiveWaves(4, 8, 0.0).refill_size(0, [], lambda j: starts[j].spread_chance)
     actions = step.complete(0, V, SPREAD)
@@ -175,8 +191,8 @@ def hand_written_loop(supply, target, wave, limit, strategy, adaptive, n=4):
 def step_loop(supply, target, wave, limit, strategy, adaptive, n=4):
     """The same run as a shell around RolloutStep."""
     source = prompt_source(strategy, PROMPTS, n, 0)
-    sizer = AdaptiveRefills(AdaptiveWaves(target, wave, -1.5), n) if adaptive else FixedWaves(n)
-    step = RolloutStep(target, wave, source=source, sizer=sizer, guard=ConsecutiveFailureGuard(limit))
+    step = new_step(target, wave, n, source=source, waves="adaptive" if adaptive else "fixed", cushion=-1.5,
+                    guard=ConsecutiveFailureGuard(limit))
     heap, log = [], []
     now = 0.0
 
@@ -199,10 +215,11 @@ def step_loop(supply, target, wave, limit, strategy, adaptive, n=4):
             for i in batch:
                 verdict = supply[i % len(supply)][0]
                 items.append((i, verdict, None if verdict is T else (SPREAD if verdict is V else AGREE)))
-            act(step.complete_batch(items))
-    except TooManyTechnicalFailures as exc:
-        assert exc.decisions[-1].reason == REASON_TECHNICAL
-        return log, "stop"
+            actions = step.finished(items)
+            if actions and isinstance(actions[-1], StopRun):
+                assert actions[-2] == actions[-1].error.decisions[-1] and actions[-2].reason == REASON_TECHNICAL
+                return log, "stop"
+            act(actions)
     except NotEnoughPromptsError:
         return log, "out of prompts"
     done = step.close()
@@ -224,20 +241,133 @@ def test_the_step_decides_and_starts_exactly_as_the_hand_written_loop(run):
     assert step_loop(*run) == hand_written_loop(*run)
 
 
-def test_in_first_stage_from_a_staged_start_until_its_first_stage_is_reported():
+def test_runs_first_k_from_a_staged_start_until_its_first_stage_is_reported():
     from shopsimrl.sampling.staged import StagedSiblings
 
     source = prompt_source("seed", PROMPTS, 4, 0)
     step = RolloutStep(2, 4, source=source, sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(8),
                        staging=StagedSiblings.of(4, 2, skip_q=1.0))
-    starts = step.start()  # no group is sure to spread (skip_q 1): every group starts its first K
+    starts = starts_of(step.start())  # no group is sure to spread (skip_q 1): every group starts its first K
     assert [s.siblings for s in starts] == [range(2)] * 4
-    assert all(step.in_first_stage(s.index) for s in starts)
+    assert all(step.runs_first_k(s.index) for s in starts)
     (rest,) = step.first_stage(0, [1.0, 0.0])  # spread already: the rest starts
-    assert rest.siblings == range(2, 4) and not step.in_first_stage(0)
-    assert step.in_first_stage(1) and not step.in_first_stage(99)
+    assert rest.siblings == range(2, 4) and not step.runs_first_k(0)
+    assert step.runs_first_k(1) and not step.runs_first_k(99)
 
 
-def test_in_first_stage_is_never_true_without_staging():
+def test_runs_first_k_is_never_true_without_staging():
     step, _ = fixed_step()
-    assert not any(step.in_first_stage(s.index) for s in step.start())
+    assert not any(step.runs_first_k(s.index) for s in starts_of(step.start()))
+
+
+# -- finished(): the one event a shell sends --------------------------------------------------------------------------
+def staged_fixed_step(target=1, wave=4, limit=8):
+    from shopsimrl.sampling.staged import StagedSiblings
+
+    source = prompt_source("seed", PROMPTS, 4, 0)
+    return RolloutStep(target, wave, source=source, sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(limit),
+                       staging=StagedSiblings.of(4, 2, skip_q=1.0))
+
+
+def test_finished_decides_whole_groups_first_then_first_stages_in_index_order_until_done():
+    step = staged_fixed_step(target=1)
+    step.start()
+    for index in (0, 1):
+        step.finished([FirstStage(index, [0.0, 1.0])])  # spread already: both rests start
+    actions = step.finished([FirstStage(3, [0.0, 1.0]), (1, V, SPREAD), FirstStage(2, [1.0, 0.0]), (0, V, SPREAD)])
+    decided = [(a.index, a.decision) for a in actions if isinstance(a, GroupDecision)]
+    assert decided == [(0, Decision.ACCEPTED), (1, Decision.SURPLUS)]  # whole groups, in submission order
+    assert actions[-1] == AbortRest((2, 3))  # the batch is full: the first stages back with it are aborted
+    assert not [a for a in actions if isinstance(a, Start)] and step.runs_first_k(2) and step.runs_first_k(3)
+
+
+def test_finished_hears_first_stages_in_index_order_whatever_order_they_came_in():
+    step = staged_fixed_step(target=2, wave=4)
+    step.start()
+    actions = step.finished([FirstStage(2, [1.0, 0.0]), FirstStage(0, [0.0, 1.0])])
+    assert [a.index for a in actions] == [0, 2] and all(isinstance(a, Start) for a in actions)
+
+
+def test_finished_in_order_decides_a_batch_in_the_order_given():
+    step, _ = fixed_step(target=1)
+    step.start()
+    actions = step.finished([(3, V, SPREAD), (1, V, SPREAD)], in_order=True)
+    assert [(a.index, a.decision) for a in actions[:2]] == [(3, Decision.ACCEPTED), (1, Decision.SURPLUS)]
+
+
+def test_finished_ends_with_stop_run_after_the_batch_decisions_up_to_the_trigger():
+    step, _ = fixed_step(target=2, wave=4, limit=2)
+    step.start()
+    actions = step.finished([(0, V, SPREAD), (1, T, None), (2, T, None), (3, V, SPREAD)])
+    assert isinstance(actions[-1], StopRun) and isinstance(actions[-1].error, TooManyTechnicalFailures)
+    assert [(a.index, a.decision) for a in actions[:-1]] == [(0, Decision.ACCEPTED), (1, Decision.DROPPED),
+                                                             (2, Decision.DROPPED)]
+    assert list(actions[-1].error.decisions) == actions[:-1]
+
+
+def test_finished_refuses_a_whole_group_still_in_its_first_stage_and_anything_once_done():
+    from shopsimrl.sampling import ControllerStateError
+
+    step = staged_fixed_step(target=1)
+    step.start()
+    with pytest.raises(ControllerStateError, match="first stage"):
+        step.finished([(0, V, SPREAD)])
+    step.finished([FirstStage(0, [0.0, 1.0])])
+    step.finished([(0, V, SPREAD)])
+    with pytest.raises(ControllerStateError, match="state DONE"):
+        step.finished([FirstStage(1, [0.0, 1.0])])
+
+
+def test_a_wave_opened_after_its_starts_carries_remaining():
+    step, _ = fixed_step(target=2, wave=4)
+    step.start()
+    step.finished([(0, Z, AGREE)])  # remaining 3
+    actions = step.finished([(1, Z, AGREE), (2, T, None)])  # remaining 1 < 2: a new wave of 4, remaining 5
+    assert [type(a) for a in actions] == [GroupDecision, GroupDecision, Start, Start, Start, Start, WaveOpened]
+    assert actions[-1] == WaveOpened(2, range(4, 8), 5)
+
+
+def test_stopped_early_comes_just_before_its_decision():
+    from shopsimrl.sampling.staged import StagedSiblings
+
+    class Sure:
+        """Every prompt is predicted to fail for sure: agreement after K is a stop."""
+
+        def __init__(self):
+            self.inner = prompt_source("seed", PROMPTS, 4, 0)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def predicted_logit(self, prompt):
+            return (-30.0, 0.0)
+
+        def predicted_zero_spread(self, prompt):
+            return 1.0
+
+    step = RolloutStep(2, 4, source=Sure(), sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(8),
+                       staging=StagedSiblings.of(4, 2))
+    step.start()
+    actions = step.finished([FirstStage(1, [0.0, 0.0])])
+    assert actions[:2] == [StoppedEarly(1), GroupDecision(1, 1, Z, Decision.DROPPED, REASON_ZERO_STD, 3, 0)]
+    assert step.close().stopped_early == [1]
+
+
+def test_the_factory_picks_the_sizer_from_the_wave_mode():
+    source = prompt_source("informative", PROMPTS, 4, 0)
+    assert isinstance(new_step(4, 8, 4, source=source).sizer, FixedWaves)
+    adaptive = new_step(4, 8, 4, source=source, waves="adaptive", cushion=0.5)
+    assert isinstance(adaptive.sizer, AdaptiveRefills) and adaptive.sizer.rule.cushion == 0.5
+    with pytest.raises(ValueError, match="wavemode must be one of"):
+        new_step(4, 8, 4, source=source, waves="sometimes")
+
+
+def test_finished_refuses_a_first_stage_of_a_group_not_in_it_before_deciding_anything():
+    from shopsimrl.sampling import ControllerStateError
+
+    step = staged_fixed_step(target=2)
+    step.start()
+    step.finished([FirstStage(0, [0.0, 1.0])])  # its rest starts: no longer in its first stage
+    with pytest.raises(ControllerStateError, match="group 0 is not in its first stage"):
+        step.finished([(1, V, SPREAD), FirstStage(0, [0.0, 1.0])])
+    assert step.kept == 0 and 1 in step.in_flight  # group 1 was not decided either

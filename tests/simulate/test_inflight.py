@@ -43,7 +43,7 @@ def test_a_staged_groups_rest_is_the_rest_of_the_same_draw():
     world = FixedWorld({"a": ([1.0, 1.0, 0.0, 1.0], [1.0, 2.0, 7.0, 3.0])})
     flight = GroupsInFlight(world, 4, None)  # type: ignore[arg-type]
     assert flight.start(Start(0, 1, "a", range(2), None))  # new group: drawn now
-    assert until_ended(flight) == (2.0, [0]) and flight.first_rewards(0, 2) == [1.0, 1.0]
+    assert until_ended(flight) == (2.0, [0]) and flight.first_rewards(0) == [1.0, 1.0]
     assert not flight.start(Start(0, 1, "a", range(2, 4), None))  # its rest: no second draw
     assert until_ended(flight) == (2.0 + 7.0, [0])
     assert world.played == ["a"] and flight.episodes == 4
@@ -54,7 +54,7 @@ def test_an_unscored_groups_first_stage_is_unscored_and_cancel_stops_its_episode
     flight = GroupsInFlight(world, 4, None)  # type: ignore[arg-type]
     flight.start(Start(0, 1, "a", range(2), None))
     flight.start(Start(1, 1, "b", range(4), None))
-    assert until_ended(flight) == (2.0, [0]) and flight.first_rewards(0, 2) == [None, None]
+    assert until_ended(flight) == (2.0, [0]) and flight.first_rewards(0) == [None, None]
     flight.cancel((1,))  # aborted: group 1 never ends
     with pytest.raises(IndexError):
         until_ended(flight)

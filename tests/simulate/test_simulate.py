@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from shopsimrl.cli import main
-from shopsimrl.sampling.selector import PromptSelector, zero_spread_probability
+from shopsimrl.sampling.estimate import zero_spread_probability
+from shopsimrl.sampling.spread import SpreadPicker
 from shopsimrl.simulate.calibrate import (
     FIT_SEEDS,
     RELEASE_ONLY_FIT,
@@ -113,22 +114,22 @@ def test_the_oracle_bounds_the_selectors():
 
 
 def test_the_seen_oracle_knows_only_the_prompts_it_has_observed():
-    """It explores like informative (same never-seen order, so the same first picks) and reads the true pass rate
+    """It explores like spread (same never-seen order, so the same first picks) and reads the true pass rate
     of observed prompts only; over a run it trains at least as many informative groups per episode as
-    informative with the same exploration."""
+    spread with the same exploration."""
     from shopsimrl.simulate.model import World
     from shopsimrl.simulate.oracle import SeenOracleSelector
 
     world = World(WorldParams(), 3)
     seen = SeenOracleSelector(world, 8, 3)
-    learned = PromptSelector(world.prompt_ids, 8, "informative", 3)
+    learned = SpreadPicker(world.prompt_ids, 8, seed=3)
     assert seen.next_prompts(5) == learned.next_prompts(5)
     pid = next(iter(seen.in_flight))
     assert seen.predicted_zero_spread(pid) == learned.predicted_zero_spread(pid)  # not observed: the population's
     seen.record(pid, [1.0] * 8)
     assert seen.predicted_zero_spread(pid) == pytest.approx(zero_spread_probability(world.pass_rate(pid), 8))
     a = simulate_run(selection="seen-oracle", waves="adaptive", steps=30, seed=1).summary(8)
-    b = simulate_run(selection="informative", waves="adaptive", steps=30, seed=1).summary(8)
+    b = simulate_run(selection="spread", waves="adaptive", steps=30, seed=1).summary(8)
     assert a["informative_per_1k_generated_episodes"] >= 0.97 * b["informative_per_1k_generated_episodes"]
 
 

@@ -16,7 +16,7 @@ from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_P
 
 LOAD = """
 import json, sys
-from shopsimrl.slime.harness import stand_ins
+from shopsimrl.slime.harness.double import stand_ins
 stand_ins.install(sys.argv[1], sys.argv[2])
 from slime.utils import misc
 loaded = {}

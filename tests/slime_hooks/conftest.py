@@ -1,6 +1,6 @@
-"""Fixtures for the slime adapter tests: a slime-shaped Sample, args, and a clean hook state.
+"""Fixtures for the slime adapter tests: a slime-shaped Sample, args, a clean hook state, the test tokenizer.
 
-``SlimeSample`` is the test double of slime's ``Sample`` (``tests/slime_double.py``): slime's
+``SlimeSample`` is the double of slime's ``Sample`` (``shopsimrl/slime/harness/double/rollout.py``): slime's
 field names (``slime/utils/types.py``) and its nested ``Status`` enum, so the hooks treat it
 exactly as slime's own class.
 """
@@ -11,9 +11,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from slime_double import Sample as SlimeSample
+from agent.fakes import TASK, observation
+from slime_hooks.model_text import WINNING
 
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.slime.harness.double.rollout import Sample as SlimeSample
+from shopsimrl.slime.harness.workspace import PLAIN_CHAT_TEMPLATE, write_tokenizer
 from shopsimrl.slime.state import reset_hook_state
+
+#: What the test tokenizer is trained on: the fake shop's task, pages and winning replies, the hook's system prompt.
+CORPUS = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, "thinking out loud", *WINNING,
+          *(observation(page).text for page in ("search", "results", "item"))]
 
 
 def scored(group_index: int, index: int, reward: float, *, success: float | None = None, rollout_id: Any = None) -> SlimeSample:
@@ -60,6 +68,21 @@ def fresh_hook_state():
     """Every test starts with no streak, no recorded groups, no cached classes."""
     yield reset_hook_state()
     reset_hook_state()
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A saved test tokenizer (what ``args.hf_checkpoint`` names), one per test module, with the module's
+    ``CHAT_TEMPLATE`` (a plain one when it has none)."""
+    template = getattr(request.module, "CHAT_TEMPLATE", PLAIN_CHAT_TEMPLATE)
+    return write_tokenizer(tmp_path_factory.mktemp("tokenizer"), CORPUS, template)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tokenizer_dir)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""slime's abort stops ShopSim episodes: driven through slime-shaped state (``slime_double``) and a scripted SGLang.
+"""slime's abort stops ShopSim episodes: driven through slime-shaped state (``shopsimrl.slime.harness.double.rollout``) and a scripted SGLang.
 
 The cases slime's real ``abort()`` can run (episodes decoding and queued at the gate, abort
 between turns) run against it in ``tests/slime_harness/test_episodes.py``; these are the
@@ -19,31 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import slime_double
-from agent.fakes import TASK, FakeEnv, observation
-from scripted_sglang import WINNING, ScriptedSGLang, build_tokenizer, serving
+from agent.fakes import TASK, FakeEnv
+from slime_hooks.model_text import WINNING
 
-from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
+from shopsimrl.slime.harness.double import rollout as slime_double
+from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
 from shopsimrl.slime.state import hook_state
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
-
-
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> Path:
-    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "item"))]
-    template = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text()
-    return build_tokenizer(tmp_path_factory.mktemp("qwen3-tokenizer"), corpus, template)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tokenizer_dir)
+#: the test tokenizer's template (the ``tokenizer_dir`` fixture of conftest.py reads it)
+CHAT_TEMPLATE = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text()
 
 
 def winning_reply(tokenizer):
@@ -126,8 +112,7 @@ async def test_abort_without_the_poll_reaches_decoding_and_queued_episodes(slime
     slime's real abort() in tests/slime_harness/test_episodes.py.)"""
     hook_state().abort_poll_seconds = 3600.0
     server = ScriptedSGLang(tokenizer, winning_reply(tokenizer), delay=None)
-    with serving(server.app) as port:
-        server.port = port
+    with serving(server):
         args = args_for(server, tokenizer_dir, tmp_path, shopsim_env_slots=2)
         state = slime.GenerateState(args)
         sent = count_requests()
@@ -144,8 +129,7 @@ async def test_abort_without_the_poll_reaches_decoding_and_queued_episodes(slime
 async def test_abort_while_an_env_call_is_blocked(slime, env, tokenizer, tokenizer_dir, tmp_path):
     env.block_on, env.gate = "step", asyncio.Event()  # the env never answers the step
     server = ScriptedSGLang(tokenizer, winning_reply(tokenizer), delay=0.0)
-    with serving(server.app) as port:
-        server.port = port
+    with serving(server):
         args = args_for(server, tokenizer_dir, tmp_path, shopsim_env_slots=4)
         state = slime.GenerateState(args)
         sent = count_requests()
@@ -161,8 +145,7 @@ async def test_abort_while_an_env_call_is_blocked(slime, env, tokenizer, tokeniz
 
 async def test_a_sample_that_arrives_after_the_abort_does_nothing(slime, env, tokenizer, tokenizer_dir, tmp_path):
     server = ScriptedSGLang(tokenizer, winning_reply(tokenizer), delay=0.0)
-    with serving(server.app) as port:
-        server.port = port
+    with serving(server):
         args = args_for(server, tokenizer_dir, tmp_path)
         state = slime.GenerateState(args)
         state.aborted = True
@@ -180,8 +163,7 @@ async def test_a_sample_that_arrives_after_the_abort_does_nothing(slime, env, to
 async def test_sglang_abort_without_slime_abort_is_a_technical_failure(slime, env, tokenizer, tokenizer_dir, tmp_path):
     """SGLang aborting on its own (slime did not abort): the group must be dropped as technical, so it stays scoreable."""
     server = ScriptedSGLang(tokenizer, winning_reply(tokenizer), delay=None)
-    with serving(server.app) as port:
-        server.port = port
+    with serving(server):
         args = args_for(server, tokenizer_dir, tmp_path)
         slime.GenerateState(args)
         sample = slime_double.Sample(group_index=0, index=0, prompt=TASK.task_id)

@@ -19,13 +19,15 @@ from typing import Any
 
 import pytest
 from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
-from scripted_sglang import WINNING, ScriptedSGLang, build_tokenizer, loss_mask_spans, serving
-from slime_double import Sample, slime_args
+from slime_hooks.model_text import WINNING, loss_mask_spans
 
 from shopsimrl.agent import DEFAULT_MAX_TURNS
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation
+from shopsimrl.slime.harness.double.rollout import Sample, slime_args
+from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
+from shopsimrl.slime.harness.workspace import write_tokenizer
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import generate
 
@@ -48,7 +50,7 @@ def checkpoints(tmp_path_factory) -> dict[str, tuple[Path, Any]]:
               *(observation(p).text for p in ("search", "results", "item"))]
     out = {}
     for name in (QWEN3, QWEN25):
-        path = build_tokenizer(tmp_path_factory.mktemp("tok"), corpus, (TEMPLATES / name).read_text())
+        path = write_tokenizer(tmp_path_factory.mktemp("tok"), corpus, (TEMPLATES / name).read_text())
         out[name] = (path, AutoTokenizer.from_pretrained(path))
     return out
 
@@ -72,8 +74,8 @@ async def run_episode(tokenizer, tokenizer_dir, tmp_path, replies: list[str], **
             requests.append(json.loads(request.content)["input_ids"])
 
     hook_state().sglang_client().event_hooks["request"].append(record)
-    with serving(server.app) as port:
-        args = slime_args(sglang_router_ip="127.0.0.1", sglang_router_port=port, hf_checkpoint=str(tokenizer_dir),
+    with serving(server):
+        args = slime_args(sglang_router_ip="127.0.0.1", sglang_router_port=server.port, hf_checkpoint=str(tokenizer_dir),
                           shopsim_trace_dir=str(tmp_path / "traces"), apply_chat_template_kwargs=template_kwargs)
         sample = Sample(group_index=0, index=0, prompt=TASK.task_id)
         params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 4000}

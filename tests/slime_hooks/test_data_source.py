@@ -23,7 +23,7 @@ def args(tmp_path):
                                for i in range(40)))
     return SimpleNamespace(prompt_data=str(prompts), input_key="prompt", metadata_key="metadata", n_samples_per_prompt=4,
                            rollout_seed=0, save=str(tmp_path / "ckpt"), load=str(tmp_path / "ckpt"), reward_key="reward",
-                           shopsim_selection="informative")
+                           shopsim_selection="spread")
 
 
 def finish(kit, groups, rewards_for):
@@ -125,7 +125,7 @@ def test_selection_informative_puts_the_data_source_on_slime_s_command_line(tmp_
     assert argv[argv.index("--data-source-path") + 1] == "shopsimrl.slime.data_source.SelectorDataSource"
     assert config.custom_config()["shopsim_selection"] == "informative"
     assert "--data-source-path" not in TrainConfig.from_env({"RUN_DIR": str(tmp_path)}).train_args()
-    with pytest.raises(LaunchError, match="SELECTION must be seed or informative"):
+    with pytest.raises(LaunchError, match="SELECTION=.greedy. is not one of seed, informative, spread"):
         TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SELECTION": "greedy"}).check()
     adaptive = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "WAVES": "adaptive"})
     argv = adaptive.train_args()
@@ -135,10 +135,42 @@ def test_selection_informative_puts_the_data_source_on_slime_s_command_line(tmp_
 
 def test_under_our_adaptive_rollout_function_the_selector_explores_over_the_adaptive_horizon(args, kit):
     from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS
-    from shopsimrl.sampling.selector import EXPLORE_HORIZON_EPOCHS
+    from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS
     from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 
     assert SelectorDataSource(args, sample_cls=kit.Sample).selector.explore_horizon_epochs == EXPLORE_HORIZON_EPOCHS
     args.rollout_function_path = ROLLOUT_FUNCTION_PATH
     selector = SelectorDataSource(args, sample_cls=kit.Sample).selector
     assert selector.explore_horizon_epochs == ADAPTIVE_EXPLORE_HORIZON_EPOCHS != EXPLORE_HORIZON_EPOCHS
+
+
+def test_each_strategy_through_the_data_source_and_the_concentration_figures_in_slime_s_log(args, kit):
+    """The data source takes every strategy (the one default: seed) and refuses an unknown one naming the choices;
+    the log hook adds the trained prompts' concentration figures, which a checkpoint carries on."""
+    from shopsimrl.sampling.informative import InformativeOrder
+    from shopsimrl.sampling.order import SeedOrder
+    from shopsimrl.sampling.spread import SpreadPicker
+
+    args.shopsim_selection = None
+    assert type(SelectorDataSource(args, sample_cls=kit.Sample).selector) is SeedOrder
+    args.shopsim_selection = "spread"
+    assert type(SelectorDataSource(args, sample_cls=kit.Sample).selector) is SpreadPicker
+    args.shopsim_selection = "greedy"
+    with pytest.raises(ValueError, match="shopsim_selection: strategy must be one of seed, informative, spread"):
+        SelectorDataSource(args, sample_cls=kit.Sample)
+    args.shopsim_selection = "informative"
+    source = SelectorDataSource(args, sample_cls=kit.Sample)
+    assert type(source.selector) is InformativeOrder
+    for rollout_id in range(2):
+        groups = source.get_samples(6)
+        completed = finish(kit, groups, lambda t: [1.0, 0.0, 1.0, 0.0])
+        record_generated_rollout_groups(args, completed, source)
+        metrics: dict = {}
+        enrich_rollout_metrics(rollout_id, args, [s for g in completed[:4] for s in g], metrics, 1.0)  # 4 trained
+    assert metrics["rollout/shopsim/concentration/distinct_prompts_epoch"] == 8
+    assert metrics["rollout/shopsim/concentration/max_trainings_per_prompt"] == 1
+    assert metrics["rollout/shopsim/concentration/top10_share"] == pytest.approx(8 / 8)
+    source.save(3)
+    resumed = SelectorDataSource(args, sample_cls=kit.Sample)
+    resumed.load(3)
+    assert resumed.selector.concentration.state_dict() == source.selector.concentration.state_dict()

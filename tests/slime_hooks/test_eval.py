@@ -8,17 +8,12 @@ from pathlib import Path
 
 import pytest
 from agent.fakes import TASK, FakeEnv
-from scripted_sglang import PLAIN_CHAT_TEMPLATE, ScriptedSGLang, build_tokenizer, serving
-from slime_double import Sample, slime_args
 
+from shopsimrl.slime.harness.double.rollout import Sample, slime_args
+from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_metrics import drop_unscored_eval_episodes
 from shopsimrl.slime_runtime import generate
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    return build_tokenizer(tmp_path_factory.mktemp("tok"), ["thinking out loud", TASK.instruction], PLAIN_CHAT_TEMPLATE)
 
 
 def slime_rollout_id(monkeypatch, rollout_id: int) -> None:
@@ -34,8 +29,8 @@ async def test_eval_traces_get_their_own_folder_and_never_overwrite_each_other(t
     shop = FakeEnv()
     hook_state().env_client_factory = lambda args: shop
     server = ScriptedSGLang(AutoTokenizer.from_pretrained(tokenizer_dir), lambda body: ("thinking out loud", "length"))
-    with serving(server.app) as port:
-        args = slime_args(sglang_router_ip="127.0.0.1", sglang_router_port=port, hf_checkpoint=str(tokenizer_dir),
+    with serving(server):
+        args = slime_args(sglang_router_ip="127.0.0.1", sglang_router_port=server.port, hf_checkpoint=str(tokenizer_dir),
                           shopsim_trace_dir=str(tmp_path / "traces"))
         params = {"temperature": 0.0, "top_p": 0.7, "top_k": 20, "max_new_tokens": 100}  # eval may sample greedily
 

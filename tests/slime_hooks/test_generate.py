@@ -1,7 +1,7 @@
 """generate() plays a whole ShopSim episode against an SGLang-like /generate server, token-exactly.
 
-The server (FastAPI + uvicorn on 127.0.0.1, in a thread) answers scripted assistant
-replies: it tokenizes them with the test tokenizer and returns the ids with fake
+The server (the scripted SGLang of ``shopsimrl.slime.harness``, on 127.0.0.1 in a thread) answers
+scripted assistant replies: it tokenizes them with the test tokenizer and returns the ids with fake
 logprobs as ``meta_info.output_token_logprobs`` triples, like SGLang's native API.
 The tokenizer is built here (byte-level BPE + a Qwen-style chat template), saved,
 and loaded by the hook from ``args.hf_checkpoint`` like a real checkpoint.
@@ -14,22 +14,21 @@ import json
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-from scripted_sglang import END, WINNING, build_tokenizer, loss_mask_spans, serving
+from slime_hooks.model_text import WINNING, loss_mask_spans
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.sampling import REASON_TECHNICAL
+from shopsimrl.slime.harness.scripted_sglang import END, ENGINE_ERROR, ScriptedSGLang, serving
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import UnsupportedSlimeSetting, fully_scored_group_filter, generate
 
 # Qwen-style: <|im_start|>role\n...<|im_end|>\n, tools in the system turn, tool results as user turns.
 # (transformers renders with trim_blocks: no literal newline may follow a block tag.)
+# The test tokenizer's template (the ``tokenizer_dir`` fixture of conftest.py reads it).
 CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n{{ messages[0].content }}\n\n# Tools\n<tools>"
     "{% for tool in tools %}{{ '\\n' + (tool | tojson) }}{% endfor %}{{ '\\n</tools><|im_end|>\\n' }}"
@@ -45,64 +44,11 @@ CHAT_TEMPLATE = (
 )
 
 
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> Path:
-    corpus = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, *WINNING, *(observation(p).text for p in ("search", "results", "item"))]
-    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"), corpus, CHAT_TEMPLATE)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tokenizer_dir)
-
-
-class FakeSGLang:
-    """Scripted replies; every reply's ids, logprobs and the request that produced it are recorded."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-        self.script: list[tuple[str, str]] = []  # (text, finish type) or ("HTTP500", "")
-        self.requests: list[dict[str, Any]] = []
-        self.replies: list[tuple[list[int], list[float]]] = []
-        self._logprob = 0
-        self.app = FastAPI()
-        self.app.post("/generate")(self.generate)
-
-    async def generate(self, request: Request) -> JSONResponse:
-        body = await request.json()
-        self.requests.append(body)
-        text, finish = self.script.pop(0)
-        if text == "HTTP500":
-            return JSONResponse({"error": "engine crashed"}, status_code=500)
-        if finish == "stop":
-            text += END
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        limit = body["sampling_params"]["max_new_tokens"]
-        if len(ids) > limit:  # SGLang stops at max_new_tokens
-            ids, finish = ids[:limit], "length"
-        logprobs = []
-        for _ in ids:
-            self._logprob += 1
-            logprobs.append(-self._logprob / 1000)
-        self.replies.append((ids, logprobs))
-        meta = {"output_token_logprobs": [[lp, tid, None] for lp, tid in zip(logprobs, ids)],
-                "finish_reason": {"type": finish}, "completion_tokens": len(ids)}
-        return JSONResponse({"text": self.tokenizer.decode(ids), "meta_info": meta})
-
-    def reset(self, script: list[tuple[str, str]]) -> None:
-        self.script, self.requests, self.replies = list(script), [], []
-
-
 @pytest.fixture(scope="module")
 def sglang(tokenizer):
-    fake = FakeSGLang(tokenizer)
-    with serving(fake.app) as port:
-        fake.port = port
-        yield fake
+    """Scripted replies (``reset``); every reply's ids, logprobs and the request that produced it are recorded."""
+    with serving(ScriptedSGLang(tokenizer)) as server:
+        yield server
 
 
 @pytest.fixture
@@ -255,7 +201,7 @@ async def test_technical_failure_returns_a_zero_loss_placeholder(kit, sglang, to
         env.fail_on = "step"
         sglang.reset([(WINNING[0], "stop")])
     else:
-        sglang.reset([("HTTP500", "")])
+        sglang.reset([ENGINE_ERROR])
     sample = new_sample(kit)
     await generate(make_args(sglang, tokenizer_dir, tmp_path), sample, params())
     assert sample.status is kit.Sample.Status.ABORTED and sample.remove_sample is True

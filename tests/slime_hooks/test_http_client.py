@@ -11,16 +11,11 @@ import threading
 import httpx
 import pytest
 from agent.fakes import TASK, FakeEnv
-from scripted_sglang import PLAIN_CHAT_TEMPLATE, ScriptedSGLang, build_tokenizer, serving
-from slime_double import Sample, slime_args
 
+from shopsimrl.slime.harness.double.rollout import Sample, slime_args
+from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
 from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import generate
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    return build_tokenizer(tmp_path_factory.mktemp("tok"), ["thinking out loud", TASK.instruction], PLAIN_CHAT_TEMPLATE)
 
 
 @pytest.fixture
@@ -42,8 +37,8 @@ async def test_episodes_of_one_loop_share_one_client_and_another_loop_gets_its_o
     shop = FakeEnv()
     hook_state().env_client_factory = lambda args: shop
     server = ScriptedSGLang(AutoTokenizer.from_pretrained(tokenizer_dir), lambda body: ("thinking out loud", "length"))
-    with serving(server.app) as port:
-        args = slime_args(sglang_router_ip="127.0.0.1", sglang_router_port=port, hf_checkpoint=str(tokenizer_dir),
+    with serving(server):
+        args = slime_args(sglang_router_ip="127.0.0.1", sglang_router_port=server.port, hf_checkpoint=str(tokenizer_dir),
                           shopsim_trace_dir=str(tmp_path / "traces"))
         params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 300}
 

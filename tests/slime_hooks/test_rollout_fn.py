@@ -142,7 +142,7 @@ def args(tmp_path):
                                for i in range(90)))
     return SimpleNamespace(
         prompt_data=str(prompts), input_key="prompt", metadata_key="metadata", n_samples_per_prompt=4,
-        rollout_seed=0, save=None, load=None, reward_key="reward", shopsim_selection="informative",
+        rollout_seed=0, save=None, load=None, reward_key="reward", shopsim_selection="spread",
         rollout_batch_size=4, over_sampling_batch_size=8, shopsim_max_consecutive_failed_groups=8,
         dynamic_sampling_filter_path="shopsimrl.slime_runtime.fully_scored_group_filter",
         rollout_sample_filter_path=None,

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from agent.fakes import TASK, FakeEnv
+from local_processes import alive, free_port
 
 from shopsimrl.cli import main as cli_main
 from shopsimrl.io import read_jsonl
@@ -226,7 +226,7 @@ def test_export_refuses_in_process_options_with_an_env_url(tmp_path):
     assert result.returncode == 2 and "--products" in result.stderr
 
 
-@pytest.mark.parametrize("module", ["shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.slime.cli",
+@pytest.mark.parametrize("module", ["shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.commands.train",
                                     "shopsimrl.slime.launch", "shopsimrl.slime.policy"])
 def test_imports_load_no_heavy_dependency(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
@@ -281,20 +281,6 @@ def fake_python(tmp_path: Path, serve: str) -> Path:
     return wrapper
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def full_env(tmp_path: Path, serve: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB", "ROLLOUT_", "GLOBAL_", "OVER_"))}
     env.update(SHOPSIMRL_PYTHON=str(fake_python(tmp_path, serve)), ENV_PORT=str(free_port()), RUN_DIR=str(tmp_path / "run"),
@@ -346,8 +332,11 @@ def test_data_export_from_the_in_process_catalog_writes_every_train_task(tmp_pat
 
     with load_env(500, 3, tmp_path / "cache") as env:
         expected = env.list_tasks("train")
+        categories = [env.get_task(t).goal["category"] for t in expected]
     assert [r["prompt"] for r in rows] == expected and len(rows) > 0
-    assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train"}
+    # the category is the cluster label the selector data source reads (shopsim_cluster_key: category)
+    assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train", "category": categories[0]}
+    assert [r["metadata"]["category"] for r in rows] == categories
 
 
 # -- the turn cap: SHOPSIM_MAX_TURNS, and its old name SHOPSIM_MAX_STEPS for one release ---------------------------

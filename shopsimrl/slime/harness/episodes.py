@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.slime.defaults import HOOKS
+from shopsimrl.slime.harness.children import Children, child_result
 from shopsimrl.slime.harness.leg import launcher_argv
 
 HOOK = HOOKS["--custom-generate-function-path"]
@@ -62,7 +63,7 @@ async def _leftover_tasks() -> list[str]:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    from shopsimrl.slime.harness import stand_ins
+    from shopsimrl.slime.harness.double import stand_ins
 
     stand_ins.install(spec["slime_src"], Path(spec["out"]).parent / "stand_ins")
     from transformers import AutoTokenizer
@@ -163,6 +164,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from shopsimrl.io import atomic_write_text
+    from shopsimrl.slime.harness.children import die_with_parent
+
+    die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(Path(argv[0]).read_text())
     try:
@@ -171,16 +176,18 @@ def main(argv: list[str] | None = None) -> None:
         import traceback
 
         result = {"status": 1, "problems": [f"failed: {''.join(traceback.format_exception(exc))[-2500:]}"]}
-    Path(spec["out"]).write_text(json.dumps(result, default=str))
+    atomic_write_text(Path(spec["out"]), json.dumps(result, default=str))
     sys.stdout.flush()
     os._exit(0)
 
 
-def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: int = 2, n: int = 4) -> dict[str, Any]:
+def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: int = 2, n: int = 4,
+                 children: Children | None = None) -> dict[str, Any]:
     """Start a real env server on 127.0.0.1, run the two phases in a child process, stop the server (by its PID)."""
     import socket
 
     from shopsimrl.slime.harness import workspace
+    children = children or Children()
 
     root.mkdir(parents=True, exist_ok=True)
     with socket.socket() as probe:
@@ -220,12 +227,13 @@ def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: 
             "extra": list(workspace.MODEL_ARGS),
         }
         (root / "spec.json").write_text(json.dumps(spec))
-        with open(root / "episodes.log", "wb") as log:
-            subprocess.run([sys.executable, "-m", "shopsimrl.slime.harness.episodes", str(root / "spec.json")],
-                           stdout=log, stderr=subprocess.STDOUT, timeout=300, check=False)
         out = root / "episodes.json"
-        result = json.loads(out.read_text()) if out.exists() else {
-            "status": 1, "problems": [f"no result: {(root / 'episodes.log').read_text()[-1500:]}"]}
+        out.unlink(missing_ok=True)
+        ended = children.run([sys.executable, "-m", "shopsimrl.slime.harness.episodes", str(root / "spec.json")],
+                             root / "episodes.log")
+        result = child_result(out, root / "episodes.log", ended, children.timeout)
+        if result.get("status") is None:
+            return {"status": 1, "problems": [result["error"][-1500:]]}
         leased = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json().get("leased")
         result["env_leased_after"] = leased
         if leased:

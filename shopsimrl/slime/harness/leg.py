@@ -21,6 +21,7 @@ Exit status: 0 done, 3 the injected crash happened (results still written), 1 fa
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import runpy
@@ -29,6 +30,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from shopsimrl.slime.defaults import HOOKS
 
 EXIT_CRASHED = 3
 #: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths
@@ -109,15 +112,17 @@ def _task(sample: Any) -> str:
 
 def _observe(recorder: Recorder) -> None:
     """Wrap the call sites where slime hands things to us or to its tracker (see the module docstring)."""
-    import shopsimrl.slime_runtime as runtime
     from shopsimrl.sampling import group_verdict
-    from shopsimrl.sampling.selector import PromptSelector
+    from shopsimrl.sampling.picker import Picker as PromptSelector
     from shopsimrl.sampling.verdict import iter_samples
     from shopsimrl.slime.data_source import SelectorDataSource
-    from shopsimrl.slime.harness import stand_ins
+    from shopsimrl.slime.harness.double.training_actor import ACTOR
     from shopsimrl.slime.samples import reward_key
 
-    real_filter = runtime.fully_scored_group_filter
+    # the filter as slime loads it: by the launcher's dotted path (the module slime's load_function imports)
+    filter_module, _, filter_name = HOOKS["--dynamic-sampling-filter-path"].rpartition(".")
+    runtime = importlib.import_module(filter_module)
+    real_filter = getattr(runtime, filter_name)
 
     def observed_filter(args: Any, group: Any, **kwargs: Any) -> Any:
         samples = list(iter_samples(group))
@@ -127,7 +132,7 @@ def _observe(recorder: Recorder) -> None:
         recorder.events.setdefault(rid, []).append(["filter", batch, samples[0].group_index, verdict.value])
         return real_filter(args, group, **kwargs)
 
-    runtime.fully_scored_group_filter = observed_filter
+    setattr(runtime, filter_name, observed_filter)
 
     real_get = SelectorDataSource.get_samples
 
@@ -179,7 +184,7 @@ def _observe(recorder: Recorder) -> None:
         if selector is not None:
             recorder.in_flight_after[rollout_id] = len(selector.in_flight)
 
-    stand_ins.ACTOR.observers.append(on_train)
+    ACTOR.observers.append(on_train)
 
     from slime.observability import logging_utils
 
@@ -227,11 +232,12 @@ def launcher_argv(config: Any, sglang_port: int, extra: list[str]) -> list[str]:
 
 
 def run(spec: dict[str, Any]) -> int:
-    from shopsimrl.slime.harness import stand_ins
+    from shopsimrl.slime.harness.double import stand_ins
+    from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
 
     stand_ins.install(spec["slime_src"], Path(spec["out"]).parent / "stand_ins")
     os.environ.update({k: str(v) for k, v in spec.get("os_env", {}).items()})
-    stand_ins.ACTOR.crash_at = spec.get("crash_at")
+    ACTOR.crash_at = spec.get("crash_at")
 
     from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
     from shopsimrl.slime.launch import TrainConfig
@@ -255,7 +261,7 @@ def run(spec: dict[str, Any]) -> int:
             recorder.args = {k: _jsonable(v) for k, v in vars(args).items() if k.startswith(RECORDED_ARGS)}
             namespace["train"](args)
             status = 0
-        except stand_ins.HarnessCrash as exc:
+        except HarnessCrash as exc:
             error = str(exc)
             status = EXIT_CRASHED
         except BaseException as exc:  # reported in the JSON, for the check's verdict
@@ -264,11 +270,16 @@ def run(spec: dict[str, Any]) -> int:
         result = recorder.as_dict()
         result.update(status=status, error=error, seconds=time.perf_counter() - started, argv=argv,
                       generate_after_abort=sglang.generate_after_abort, abort_calls=sglang.abort_calls)
-    out.write_text(json.dumps(result))
+    from shopsimrl.io import atomic_write_text
+
+    atomic_write_text(out, json.dumps(result))  # the parent reads a whole result or none
     return status
 
 
 def main(argv: list[str] | None = None) -> int:
+    from shopsimrl.slime.harness.children import die_with_parent
+
+    die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(Path(argv[0]).read_text())
     status = run(spec)

@@ -1,8 +1,10 @@
 """slime's call sites ShopSim relies on: each name where we expect it, with the parameters we pass.
 
-``python -m shopsimrl.slime.harness.surface SLIME_SRC`` prints a JSON list of mismatches
-(a module or name that moved, a changed signature, a missing field); empty: all found.
-Runs with the stand-ins installed (slime's modules import torch at module level).
+``python -m shopsimrl.slime.harness.surface SLIME_SRC SCRATCH`` writes ``SCRATCH/surface.json``
+(and prints it): ``{"imported": ..., "problems": [...]}``, whether slime imports at all with
+the stand-ins installed (slime's modules import torch at module level; files they need go to SCRATCH),
+and the mismatches (a module or name that moved, a changed signature, a missing field);
+no problems: all found.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import importlib
 import inspect
 import json
 import sys
-import tempfile
+from pathlib import Path
 from typing import Any
+
+RESULT = "surface.json"
 
 #: (module, name, parameters our code passes, in order).  None: a class, checked for ``fields``.
 FUNCTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -52,7 +56,7 @@ def problems() -> list[str]:
     for module_name, name, wanted in FUNCTIONS:
         try:
             fn = getattr(importlib.import_module(module_name), name)
-        except (ImportError, AttributeError) as exc:
+        except Exception as exc:  # moved, renamed, or its module fails to import
             found.append(f"{module_name}.{name}: not found ({type(exc).__name__}: {exc})")
             continue
         have = _parameters(fn)
@@ -61,7 +65,7 @@ def problems() -> list[str]:
     for module_name, name, attributes in CLASSES:
         try:
             cls = getattr(importlib.import_module(module_name), name)
-        except (ImportError, AttributeError) as exc:
+        except Exception as exc:  # moved, renamed, or its module fails to import
             found.append(f"{module_name}.{name}: not found ({type(exc).__name__}: {exc})")
             continue
         have = set(getattr(cls, "__dataclass_fields__", {})) | set(dir(cls))
@@ -73,20 +77,57 @@ def problems() -> list[str]:
         missing = [s for s in ("PENDING", "COMPLETED", "TRUNCATED", "ABORTED") if not hasattr(status, s)]
         if missing:
             found.append(f"slime.utils.types.Sample.Status: no {', '.join(missing)}")
-    except (ImportError, AttributeError) as exc:
+    except Exception as exc:  # moved, renamed, or its module fails to import
         found.append(f"slime.utils.types.Sample.Status: not found ({exc})")
+    return found + double_problems()
+
+
+def double_problems() -> list[str]:
+    """The rollout double (:mod:`.double.rollout`, which the in-process tests drive the hook with) against this slime.
+
+    Each of its ``Sample`` fields and statuses exists on slime's, and slime's parameters of
+    ``generate_and_rm``, ``generate_and_rm_group`` and ``abort`` start the double's: tests that
+    pass against the double then test what slime does.
+    """
+    from dataclasses import fields
+
+    from shopsimrl.slime.harness.double import rollout as double
+
+    found: list[str] = []
+    try:
+        real = importlib.import_module("slime.utils.types").Sample
+        rollout = importlib.import_module("slime.rollout.sglang_rollout")
+    except Exception as exc:  # reported above, as not found
+        return [f"the slime double could not be compared: {type(exc).__name__}: {exc}"]
+    extra = [f.name for f in fields(double.Sample) if f.name not in getattr(real, "__dataclass_fields__", {})]
+    if extra:
+        found.append(f"the slime double's Sample has fields slime's has not: {', '.join(extra)}")
+    statuses = [s.name for s in double.Sample.Status if not hasattr(getattr(real, "Status", None), s.name)]
+    if statuses:
+        found.append(f"the slime double's Sample.Status has members slime's has not: {', '.join(statuses)}")
+    for name in ("generate_and_rm", "generate_and_rm_group", "abort"):
+        ours, theirs = _parameters(getattr(double, name)), _parameters(getattr(rollout, name, None) or (lambda: None))
+        if ours[: len(theirs)] != theirs:
+            found.append(f"the slime double's {name}({', '.join(ours)}) does not take slime's ({', '.join(theirs)})")
     return found
 
 
-def main() -> None:
-    from shopsimrl.slime.harness import stand_ins
+def main(argv: list[str] | None = None) -> None:
+    from shopsimrl.slime.harness.children import die_with_parent
+    from shopsimrl.slime.harness.double import stand_ins
 
+    die_with_parent()
+    src, scratch = sys.argv[1:3] if argv is None else argv[:2]
     try:
-        stand_ins.install(sys.argv[1], tempfile.mkdtemp(prefix="shopsim-surface-"))
-        result = problems()
-    except Exception as exc:  # the checkout itself does not import: that is the mismatch
-        result = [f"slime does not import with the stand-ins: {type(exc).__name__}: {exc}"]
-    print(json.dumps(result))
+        stand_ins.install(src, scratch)
+    except Exception as exc:  # the checkout itself does not import: nothing else can run
+        result = {"imported": False, "problems": [f"slime does not import with the stand-ins: {type(exc).__name__}: {exc}"]}
+    else:
+        result = {"imported": True, "problems": problems()}
+    from shopsimrl.io import atomic_write_text
+
+    atomic_write_text(Path(scratch) / RESULT, json.dumps(result))
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

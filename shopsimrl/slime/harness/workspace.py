@@ -1,7 +1,11 @@
-"""The files a slime run reads, made small: prompt data, an eval set, and an HF checkpoint directory (tokenizer + config)."""
+"""The files a slime run reads, made small: prompt data, an eval set, and an HF checkpoint directory (tokenizer + config).
+
+The tokenizer is also the hook tests' (``tests/slime_hooks``): one builder for both.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from shopsimrl.io import atomic_write_json, atomic_write_jsonl
@@ -12,6 +16,14 @@ ROPE_THETA = 1000000.0
 MODEL_ARGS = ["--num-layers", "2", "--hidden-size", "64", "--ffn-hidden-size", "128", "--num-attention-heads", "4",
               "--untie-embeddings-and-output-weights", "--rotary-base", str(int(ROPE_THETA))]
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+#: A minimal chat template (role headers, no tool rendering), for runs and tests that only need a tokenizer.
+PLAIN_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+#: The eval set's name in slime's --eval-prompt-data (the eval metric keys carry it).
+EVAL_DATASET = "shopsim_val"
 
 
 def task_ids(count: int, prefix: str = "task") -> list[str]:
@@ -23,8 +35,9 @@ def write_prompts(path: Path, ids: list[str]) -> Path:
     return atomic_write_jsonl(path, ({"prompt": t, "metadata": {"task_id": t}} for t in ids))
 
 
-def write_checkpoint_dir(path: Path, corpus: list[str] | None = None) -> Path:
-    """A byte-level BPE tokenizer (Qwen's special tokens and tool tags, a chat template) and a small Qwen2 config.
+def write_tokenizer(path: Path, corpus: Sequence[str], chat_template: str = PLAIN_CHAT_TEMPLATE,
+                    vocab_size: int = 800) -> Path:
+    """A byte-level BPE tokenizer with Qwen's special tokens and tool tags and ``chat_template``, saved as a checkpoint's.
 
     Byte-level, so every text round-trips through encode/decode, as the generate hook needs.
     """
@@ -36,20 +49,26 @@ def write_checkpoint_dir(path: Path, corpus: list[str] | None = None) -> Path:
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     backend.train_from_iterator(
-        list(corpus or ["search for red hiking boots", '{"name": "search", "arguments": {"query": "boots"}}']),
-        trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        list(corpus),
+        trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                             show_progress=False),
     )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                         additional_special_tokens=SPECIAL[1:])
-    tokenizer.add_tokens(["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"])
-    tokenizer.chat_template = (
-        "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
-        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-    )
+    tokenizer.add_tokens(ADDED)
+    tokenizer.chat_template = chat_template
     tokenizer.save_pretrained(path)
+    return path
+
+
+def write_checkpoint_dir(path: Path, corpus: Sequence[str] | None = None) -> Path:
+    """An HF checkpoint directory as slime reads it: :func:`write_tokenizer` and a small Qwen2 config."""
+    from transformers import AutoTokenizer
+
+    write_tokenizer(path, corpus or ["search for red hiking boots", '{"name": "search", "arguments": {"query": "boots"}}'],
+                    vocab_size=600)
     atomic_write_json(path / "config.json", {
-        "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": len(tokenizer),
+        "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": len(AutoTokenizer.from_pretrained(path)),
         "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "rope_theta": ROPE_THETA, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
     })

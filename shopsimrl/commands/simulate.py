@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from shopsimrl.argtypes import folder, int_range, number
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
-from shopsimrl.sampling.staged import DEFAULT_SIBLINGS, DEFAULT_STAGE_SKIP_Q, SIBLINGS, Siblings
+from shopsimrl.argtypes import folder, int_range, number, one_of
+from shopsimrl.commands.dispatch import handled_by
+from shopsimrl.commands.limits import MAX_STEPS, WHY_STEPS
+from shopsimrl.errors import UsageError
+from shopsimrl.io import atomic_write_json
+from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
+from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
+from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
 
-EXIT_OK, EXIT_REFUSED = 0, 2
+EXIT_OK = 0
 WORLDS = ("calibrated", "learner")
 DEFAULT_STEPS = {"calibrated": 80, "learner": 30}
 
@@ -22,14 +26,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "from every informative group, calibrated to the public release run; compare strategies side by side.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--steps", type=int_range(1), default=None,
+    p.add_argument("--steps", type=int_range(1, MAX_STEPS, why_high=WHY_STEPS), default=None,
                    help="rollout steps per run (default 80; 30 with --world learner, the benchmark's run)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one world per seed; medians are reported")
     p.add_argument("--out", type=folder, default="runs/simulate", help="summary.json and the pictures go here")
     p.add_argument("--timeline-step", type=int_range(1), default=None,
                    help="step whose wave timeline is drawn (default: the middle step)")
     staged = p.add_argument_group("staged siblings (docs/dynamic-sampling.md R29)")
-    staged.add_argument("--siblings", choices=SIBLINGS, default=DEFAULT_SIBLINGS.value,
+    staged.add_argument("--siblings", **one_of(Siblings), default=DEFAULT_SIBLINGS,
                         help="staged: every strategy also runs with staged siblings (rows <strategy>+staged), and "
                         "every row is timed under the capacity model")
     staged.add_argument("--stage-size", type=int_range(1), default=None, help="K, the siblings started first (default n/2)")
@@ -56,13 +60,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     world.add_argument("--directions", type=int_range(0), default=None, metavar="K",
                        help="K >= 2 kinds of prompt pull a shared stance toward their own direction (the learner "
                        "world's angle, weight and rate; 0: none)")
-    p.set_defaults(handler=handle)
+    handled_by(p, handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from shopsimrl.io import atomic_write_json
-    from shopsimrl.sampling.knobs import SamplingKnobs
-    from shopsimrl.sampling.staged import StagedSiblings
+    # the simulator and its pictures (numpy, matplotlib) load only when it runs: --help stays fast
     from shopsimrl.simulate.capacity import calibrate_capacity
     from shopsimrl.simulate.compare import (
         compare,
@@ -80,15 +82,14 @@ def handle(args: argparse.Namespace) -> int:
     if args.timeline_step is None:
         args.timeline_step = max(1, args.steps // 2)
     if args.steps < 1 or not 1 <= args.timeline_step <= args.steps:
-        print(f"shopsimrl simulate: refused: need --steps >= 1 and 1 <= --timeline-step <= --steps, got "
-              f"{args.steps} and {args.timeline_step}", file=sys.stderr)
-        return EXIT_REFUSED
+        raise UsageError(f"need --steps >= 1 and 1 <= --timeline-step <= --steps, got {args.steps} and "
+                         f"{args.timeline_step}")
     if args.transfer is not None and not args.clusters:
-        print("shopsimrl simulate: refused: --transfer needs --clusters K >= 1", file=sys.stderr)
-        return EXIT_REFUSED
+        raise UsageError("--transfer needs --clusters K >= 1")
     try:
         base = WorldParams()
         if args.world == "learner" or args.directions:
+            # the learner world's constants (the fit loads only when asked for)
             from shopsimrl.simulate.calibrate_learner import LEARNER_2000
 
             base = LEARNER_2000 if args.world == "learner" else with_overrides(
@@ -101,16 +102,15 @@ def handle(args: argparse.Namespace) -> int:
         knobs = SamplingKnobs()
         skip = {} if args.stage_skip_q is None else {"skip_q": args.stage_skip_q}
         staging = (StagedSiblings.of(knobs.n_samples_per_prompt, args.stage_size, **skip)
-                   if Siblings(args.siblings) is Siblings.STAGED else None)
+                   if args.siblings is Siblings.STAGED else None)
         if args.stage_size is not None and staging is None:
             raise ValueError("--stage-size is for --siblings staged")
         if args.stage_skip_q is not None and staging is None:
             raise ValueError("--stage-skip-q is for --siblings staged")
         if args.capacity is not None and not args.capacity > 0:
             raise ValueError(f"--capacity must be > 0 episodes, got {args.capacity}")
-    except ValueError as exc:
-        print(f"shopsimrl simulate: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    except ValueError as exc:  # the world's and the staging's checks of values given as flags: a refusal
+        raise UsageError(str(exc)) from None
     capacity = args.capacity
     if capacity is None and staging is not None:
         capacity = calibrate_capacity(knobs.over_sampling_batch_size * knobs.n_samples_per_prompt,
@@ -124,6 +124,7 @@ def handle(args: argparse.Namespace) -> int:
                      staging=staging, capacity=capacity)
     summary, checks = result["summary"], targets(result["summary"], world.clusters)
     if world.directions:
+        # the learner's ranking to check against (loaded with the learner world)
         from shopsimrl.simulate.calibrate_learner import learner_targets
 
         checks = learner_targets(summary)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from shopsimrl.argtypes import existing_folder, out_file
+from shopsimrl.commands.dispatch import handled_by
+from shopsimrl.errors import UsageError
+from shopsimrl.io import printable
 
-EXIT_OK, EXIT_REFUSED = 0, 2
+EXIT_OK = 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,41 +23,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("runs", nargs="+", type=existing_folder, metavar="RUN", help="run folders (OUT/NAME)")
     p.add_argument("--chart", type=out_file, default=Path("compare.png"), help="the PNG to write")
-    p.set_defaults(handler=handle)
+    handled_by(p, handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    # rich and the chart (matplotlib) load only when the command runs: --help stays fast
     from rich.console import Console
     from rich.table import Table
 
     from shopsimrl.learn.compare import draw, read_run, table_rows
 
-    try:
-        curves = [read_run(run) for run in args.runs]
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"shopsimrl compare: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    curves = [read_run(run) for run in args.runs]  # a file that is not a run's: BadFileError, a refusal
     empty = [c.name for c in curves if not c.points]
     if empty:
-        print(f"shopsimrl compare: refused: no evaluation in {', '.join(empty)} (run with --learner grpo "
-              f"--eval-every N)", file=sys.stderr)
-        return EXIT_REFUSED
+        raise UsageError(f"no evaluation in {', '.join(map(printable, empty))} (run with --learner grpo --eval-every N)")
     rows = table_rows(curves)
     table = Table(title="held-out eval (val split): sampled success; episodes = generated episodes")
     for column in rows[0]:
-        table.add_column(column, justify="left" if column in ("run", "learner/selection/waves") else "right")
+        names = column in ("run", "learner/selection/waves")
+        table.add_column(column, justify="left" if names else "right", no_wrap=names)
     for row in rows:
         table.add_row(*(_cell(column, value) for column, value in row.items()))
     console = Console(width=160)
     console.print(table)
-    console.print(f"chart: {draw(curves, args.chart)}", markup=False, highlight=False)
+    console.print(f"chart: {printable(draw(curves, args.chart), limit=1000)}", markup=False, highlight=False)
     return EXIT_OK
 
 
 def _cell(column: str, value: object) -> str:
+    from rich.markup import escape  # loaded by handle() already: rich only when the command runs
+
     if value is None:
         return "-"
-    if "success" in column or "greedy" in column:
+    if isinstance(value, str):  # user data (folder names, run.json labels): no escape sequences, no rich markup
+        return escape(printable(value))
+    if "success" in column or "greedy" in column or "share" in column:
         return f"{float(value):.3f}"  # type: ignore[arg-type]
     if "episodes" in column:
         return f"{float(value):,.0f}"  # type: ignore[arg-type]

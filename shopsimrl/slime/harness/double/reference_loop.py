@@ -6,16 +6,25 @@ state machine and ``replay`` decide exactly as this loop does.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-def slime_loop(supply, target, wave_size, failure_limit=10**9, order=sorted):
+
+def slime_loop(supply: Sequence[tuple[str, float]], target: int, wave_size: int, failure_limit: int = 10**9,
+               order: Callable[[Iterable[int]], Iterable[int]] = sorted) -> dict[str, Any]:
     """supply: [(verdict_str, duration)]. Returns dict of outcome lists, or raises RuntimeError on the stop.
 
     ``order(done)``: the order a batch is filtered in (slime: its done set's; ShopSimRL: submission order);
     ``batches`` in the result are the batches as filtered, [(index, verdict_str), ...] each.
     """
-    data, fallback, dropped, surplus, decisions, batches = [], [], [], [], [], []
+    data: list[int] = []
+    fallback: list[int] = []
+    dropped: list[int] = []
+    surplus: list[int] = []
+    decisions: list[tuple[int, str]] = []
+    batches: list[list[tuple[int, str]]] = []
     remaining, submitted, now, streak = 0, 0, 0.0, 0
-    pending = {}  # index -> completion time
+    pending: dict[int, float] = {}  # index -> completion time
     while len(data) < target:
         while remaining < target:
             if submitted + wave_size > len(supply):

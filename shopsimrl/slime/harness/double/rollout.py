@@ -1,7 +1,10 @@
-"""A minimal, faithful test double of slime's rollout state, for driving the generate hook as slime does.
+"""A minimal, faithful double of slime's rollout state, for driving the generate hook as slime does, without slime.
 
-slime is not on PyPI and pulls in torch, Megatron and SGLang, so the tests re-state
-the few semantics the hook depends on, each read from slime's source (THUDM/slime):
+slime is not on PyPI and pulls in torch, Megatron and SGLang, so the in-process tests
+(``tests/slime_hooks``) and ``benchmarks/bench_slime_abort.py`` use this restatement of the
+few semantics the hook depends on, each read from slime's source (THUDM/slime); the
+``surface`` check of ``shopsimrl slime check`` holds its names and signatures against the
+user's slime:
 
 - ``slime/utils/types.py``: ``Sample`` (the fields the hooks touch) and ``Sample.Status``.
 - ``slime/utils/misc.py``: ``SingletonMeta`` -- one instance per class per process.

@@ -1,0 +1,18 @@
+"""Upper bounds on sizes given on the command line, defined once.
+
+Beyond them a command would run for months or exhaust memory before it says anything, which is
+never what the value meant (``--steps 1e23`` is a typo); refused while parsing, with the bound
+and why.  Each is far above any run the docs describe.
+"""
+
+from __future__ import annotations
+
+#: Rollout and simulated steps: the release run has 80; a rollout step takes seconds to minutes.
+MAX_STEPS = 100_000
+#: Sibling episodes of one group (``measure --siblings``): the release run uses 8.
+MAX_SIBLINGS = 1024
+#: Tasks measured (``measure --tasks``): a split holds at most 2,000 (``env build --tasks``).
+MAX_TASKS = 100_000
+
+WHY_STEPS = "a larger run would not finish"
+WHY_SIBLINGS = "episodes per group; more would not fit in memory"

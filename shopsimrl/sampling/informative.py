@@ -1,0 +1,190 @@
+"""``InformativeOrder``: the ``informative`` rule, the seed order with the prompts that teach nothing skipped.
+
+The principle (docs/efficient-sampling.md, from the main job's learner): select to skip
+prompts whose groups would carry no gradient, never to train some prompts more often than
+the data's own order would.  Under GRPO a zero-spread group contributes nothing, so skipping
+such a prompt changes the expected gradient only where the prediction was wrong, while
+training a prompt more often multiplies its weight in the objective.
+
+- **The order** is the seed's: the same shuffled epoch passes as
+  :class:`~shopsimrl.sampling.order.SeedOrder` (``epoch_order``), walked from where the previous
+  call stopped.  A prompt met while in flight is deferred to the next call, within its pass.
+- **The skip** (GRESO, arXiv 2506.02177): a prompt met in the order is skipped with probability
+  ``min(1 − RETRY_FLOOR, 1 − RETRY_BASE ** run)``, where ``run`` is its run of consecutive
+  zero-spread groups up to the last one observed (the evidence's ``zero_streak``); a prompt whose
+  last group had spread, or that was never observed, is never skipped; nor is one the skill model
+  predicts to spread now (``q >= SKIP_Q``: the policy moved since the run began).  A skipped prompt is
+  not lost: its next turn is the next epoch pass, where it is re-tried with probability at least
+  ``RETRY_FLOOR``.
+- **The bound**: a prompt is handed out at most once per epoch pass, as in the seed order.  A
+  released prompt (aborted, surplus, technical) is consumed, as in the seed order and slime without
+  ``--partial-rollout``: it comes back with its next pass, never twice in one.  A deferred turn that
+  outlives its pass is dropped (the prompt is in flight with its previous turn).
+- **The pace**: a pass skips at most ``MAX_SKIP_SHARE`` of the prompt set, so passes come at most
+  1.5× as fast as the seed order's, and no prompt is trained more than 1.5× as often per step as the
+  seed order could train it.
+- **When every free prompt would be skipped**: the pass runs out and the next pass begins; if a pass
+  begun within one call hands out nothing, the prompts it skipped are handed out in their order (a
+  re-try each), so a call never loops and always returns ``k`` prompts when ``k`` are free.
+
+Adaptive waves work over the skipped order: :meth:`next_prompt` returns the prompt and its predicted
+``q`` from the evidence.  Every random draw comes from one seeded ``random.Random`` in ``state_dict``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any
+
+from shopsimrl.sampling.modes import Strategy
+from shopsimrl.sampling.picker import Picker, epoch_order
+
+#: Each zero-spread group in a row halves a prompt's chance of a re-try (GRESO's ``1 − p ** run`` skip).
+RETRY_BASE = 0.5
+#: The least chance that a skipped prompt is re-tried at its next turn: a prompt the policy has learned (or still
+#: cannot solve) costs at most this share of a group per epoch pass, and one that became informative again is
+#: re-tried within ``1 / RETRY_FLOOR`` = 5 passes on average.  GRESO saw about 20% of skipped prompts become
+#: informative again.
+RETRY_FLOOR = 0.2
+#: A prompt the skill model predicts to have spread at least this often is never skipped, whatever its run.
+SKIP_Q = 0.5
+#: The most of the prompt set one epoch pass may skip: passes then come at most ``1 / (1 − 1/3)`` = 1.5× as fast
+#: as the seed order's, the bound the issue sets on the most trainings of one prompt.
+MAX_SKIP_SHARE = 1.0 / 3.0
+
+
+class InformativeOrder(Picker):
+    """The seed's epoch passes, skipping prompts on a run of zero-spread groups (see the module docstring)."""
+
+    strategy = Strategy.INFORMATIVE
+
+    def __init__(
+        self,
+        *args: Any,
+        retry_floor: float | None = None,
+        retry_base: float | None = None,
+        max_skip_share: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        floor = RETRY_FLOOR if retry_floor is None else retry_floor
+        base = RETRY_BASE if retry_base is None else retry_base
+        share = MAX_SKIP_SHARE if max_skip_share is None else max_skip_share
+        for name, value in (("retry_floor", floor), ("retry_base", base), ("max_skip_share", share)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], got {value!r}")
+        super().__init__(*args, **kwargs)
+        self.retry_floor = float(floor)
+        self.retry_base = float(base)
+        self.max_skip_share = float(share)
+        self._epoch = 0  # epoch passes begun; the first is drawn at the first pick
+        self._order: deque[int] = deque()  # the rest of the current pass
+        self._deferred: dict[int, None] = {}  # met in flight in the current pass: first in line next call
+        self._skipped: dict[int, None] = {}  # skipped in the current pass, in order
+        self._skips_left = 0  # skips the current pass may still make
+        self._rng = random.Random(f"shopsimrl-informative/{self.seed}")
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def skip_probability(self, i: int) -> float:
+        """The chance that prompt ``i`` is skipped at its turn (before the pass's skip budget)."""
+        run = self.evidence.zero_streak[i]
+        if run == 0 or 1.0 - self._predict(i) >= SKIP_Q:
+            return 0.0
+        return min(1.0 - self.retry_floor, 1.0 - self.retry_base ** run)
+
+    def _pick(self, k: int) -> list[int]:
+        out: list[int] = []
+        in_flight = self.evidence.in_flight
+        for i in list(self._deferred):
+            if len(out) == k:
+                break
+            if i not in in_flight:
+                del self._deferred[i]
+                self._turn(i, out)
+        fresh = False  # a pass begun in this call has handed out nothing yet
+        while len(out) < k:
+            if not self._order:
+                if fresh:  # every free prompt of a whole pass was skipped: re-try them, in order
+                    i = next(iter(self._skipped))
+                    del self._skipped[i]
+                    self.evidence.stats["rechecked"] += 1
+                    out.append(self._hand_out(i))
+                    continue
+                self._new_epoch()
+                fresh = True
+                continue
+            i = self._order.popleft()
+            if i in in_flight:
+                self._deferred[i] = None
+            elif self._turn(i, out):
+                fresh = False
+        return out
+
+    def _turn(self, i: int, out: list[int]) -> bool:
+        """Prompt ``i``'s turn in the current pass (out of flight): hand it out, or skip it.  True if handed out."""
+        stats = self.evidence.stats
+        p = self.skip_probability(i)
+        if p > 0.0:
+            if self._skips_left > 0 and self._rng.random() < p:
+                self._skips_left -= 1
+                self._skipped[i] = None
+                stats["skipped"] += 1
+                return False
+            stats["rechecked"] += 1  # on a run of zero-spread groups, tried again
+        out.append(self._hand_out(i))
+        return True
+
+    def _hand_out(self, i: int) -> int:
+        if not self.evidence.chosen[i]:
+            self.evidence.stats["explored"] += 1  # the first time this prompt is started
+        return self._take(i)
+
+    def _new_epoch(self) -> None:
+        """The next pass: the seed's shuffle; the last pass's deferred and skipped turns are over."""
+        self._order = deque(epoch_order(len(self._ids), self.seed, self._epoch))
+        self._epoch += 1
+        self._deferred = {}
+        self._skipped = {}
+        self._skips_left = int(self.max_skip_share * len(self._ids))
+
+    def _back_in_line(self, i: int, *, front: bool) -> None:
+        """Consumed: a prompt comes back only with its turn in a later pass."""
+
+    def position(self) -> dict[str, int]:
+        """Where the order stands (for logs): passes begun, position in the current one, prompts deferred and
+        skipped in it."""
+        position = len(self._ids) - len(self._order) if self._epoch else 0
+        return {"epoch": self._epoch, "position": position, "deferred": len(self._deferred),
+                "skipped": len(self._skipped)}
+
+    # -- checkpoint ------------------------------------------------------------------------------
+    @classmethod
+    def _options(cls, rule_state: dict[str, Any]) -> dict[str, Any]:
+        return {"retry_floor": rule_state["retry_floor"], "retry_base": rule_state["retry_base"],
+                "max_skip_share": rule_state["max_skip_share"]}
+
+    def _rule_state(self) -> dict[str, Any]:
+        version, internal, gauss = self._rng.getstate()
+        return {
+            "retry_floor": self.retry_floor,
+            "retry_base": self.retry_base,
+            "max_skip_share": self.max_skip_share,
+            "epoch": self._epoch,
+            "order": list(self._order),
+            "deferred": list(self._deferred),
+            "skipped": list(self._skipped),
+            "skips_left": self._skips_left,
+            "rng": [version, list(internal), gauss],
+        }
+
+    def _load_rule_state(self, state: dict[str, Any]) -> None:
+        self._epoch = int(state["epoch"])
+        self._order = deque(int(i) for i in state["order"])
+        self._deferred = dict.fromkeys(int(i) for i in state["deferred"])
+        self._skipped = dict.fromkeys(int(i) for i in state["skipped"])
+        self._skips_left = int(state["skips_left"])
+        version, internal, gauss = state["rng"]
+        self._rng.setstate((version, tuple(internal), gauss))

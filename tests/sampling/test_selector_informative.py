@@ -1,0 +1,241 @@
+"""The informative rule (``InformativeOrder``): the seed's order, prompts on a run of zero-spread groups skipped
+with a floor, at most one hand-out per epoch pass, a skip budget per pass, never a loop."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shopsimrl.sampling.evidence import NotEnoughPromptsError
+from shopsimrl.sampling.informative import MAX_SKIP_SHARE, RETRY_FLOOR, InformativeOrder
+from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+
+SOLVED = [1.0] * 8
+VARIED = [1.0, 0.0] * 4
+
+
+def ids(size: int) -> list[str]:
+    return [f"p{i}" for i in range(size)]
+
+
+def walk(source, k: int, steps: int, outcome) -> list[list[str]]:
+    """``steps`` calls of ``next_prompts(k)``, each prompt recorded with ``outcome(prompt)`` before the next call."""
+    trace = []
+    for _ in range(steps):
+        batch = source.next_prompts(k)
+        trace.append(batch)
+        for pid in batch:
+            source.record(pid, outcome(pid))
+    return trace
+
+
+def test_with_nothing_to_skip_it_hands_out_exactly_the_seed_order():
+    """Every group has spread: no prompt is ever on a run, so the rule is the seed order, prompt for prompt."""
+    inf, seed = prompt_source("informative", ids(50), 8, 7), prompt_source("seed", ids(50), 8, 7)
+    assert walk(inf, 9, 30, lambda _: VARIED) == walk(seed, 9, 30, lambda _: VARIED)
+    assert inf.epoch == seed.epoch == 6
+
+
+def test_a_prompt_on_a_run_of_zero_spread_groups_is_skipped_and_others_are_not():
+    source = InformativeOrder(ids(300), 8, seed=0)
+    solved = set(ids(300)[:100])
+    walk(source, 300, 1, lambda p: SOLVED if p in solved else VARIED)  # first pass: everything tried once
+    assert source.pop_stats()["skipped"] == 0  # a prompt never observed is never skipped
+    second = walk(source, 150, 1, lambda p: SOLVED if p in solved else VARIED)[0]
+    stats = source.pop_stats()
+    assert stats["skipped"] > 0
+    assert solved & set(second) and len(solved & set(second)) < 100 * 150 / 300  # fewer than the seed order's share
+    assert all(source.evidence.zero_streak[source.evidence.index(p)] == 0 for p in set(second) - solved)
+    # the skip probability grows with the run and stops at the floor
+    i = source.evidence.index(next(iter(solved)))
+    probabilities = []
+    for run in range(1, 8):
+        source.evidence.zero_streak[i] = run
+        probabilities.append(source.skip_probability(i))
+    assert probabilities == sorted(probabilities) and probabilities[0] == pytest.approx(0.5)
+    assert max(probabilities) == pytest.approx(1.0 - RETRY_FLOOR)
+    assert source.skip_probability(source.evidence.index(ids(300)[150])) == 0.0  # last group had spread
+
+
+def test_a_skipped_prompt_is_retried_at_least_at_the_floor():
+    """A prompt that is always solved keeps coming back, at about the floor's rate per pass, never less."""
+    size = 60
+    source = InformativeOrder(ids(size), 8, seed=3, max_skip_share=1.0)
+    counts: Counter[str] = Counter()
+    for batch in walk(source, 6, 2000, lambda _: SOLVED):
+        counts.update(batch)
+    passes = source.epoch
+    assert passes > 100
+    rate = min(counts.values()) / passes
+    assert rate >= 0.5 * RETRY_FLOOR  # every prompt, not only on average
+    assert sum(counts.values()) / (size * passes) == pytest.approx(RETRY_FLOOR, abs=0.05)
+
+
+def test_a_pass_skips_at_most_a_third_of_the_prompts():
+    """The pace bound: with every prompt solved, every pass still hands out two thirds of the prompt set."""
+    size = 90
+    source = InformativeOrder(ids(size), 8, seed=1)
+    skipped_per_pass: list[int] = []
+    begin = source._new_epoch
+
+    def ending() -> None:
+        if source.epoch:
+            skipped_per_pass.append(source.position()["skipped"])
+        begin()
+
+    source._new_epoch = ending  # type: ignore[method-assign]
+    walk(source, 10, 60, lambda _: SOLVED)
+    assert len(skipped_per_pass) >= 5
+    assert skipped_per_pass[0] == 0  # the first pass: nothing observed, nothing skipped
+    assert max(skipped_per_pass) == int(MAX_SKIP_SHARE * size) == 30  # the budget binds, and holds
+
+
+def test_when_every_free_prompt_would_be_skipped_the_next_pass_begins_and_k_are_returned():
+    """No floor, no budget: every observed prompt is skipped; the call still returns k, from the pass it began."""
+    source = InformativeOrder(ids(12), 8, seed=2, retry_floor=0.0, retry_base=0.0, max_skip_share=1.0)
+    walk(source, 12, 1, lambda _: SOLVED)
+    before = source.epoch
+    batch = source.next_prompts(5)
+    assert len(set(batch)) == 5
+    assert source.epoch == before + 1  # one pass begun, not an endless walk
+    assert source.pop_stats()["rechecked"] == 5  # each a re-try of a prompt the pass skipped
+
+
+def test_a_prompt_the_model_predicts_to_spread_is_not_skipped():
+    source = InformativeOrder(ids(40), 8, seed=0)
+    walk(source, 40, 1, lambda p: [0.0] * 8 if p == "p0" else VARIED)
+    i = source.evidence.index("p0")
+    assert source.skip_probability(i) > 0.0
+    source.evidence.model.mean[i] = source.skill  # the policy caught up with it: pass rate near 50%
+    source.evidence.model.var[i] = 0.01
+    assert source.skip_probability(i) == 0.0
+
+
+def test_a_released_prompt_is_consumed_and_comes_back_with_its_next_pass():
+    source = InformativeOrder(ids(10), 8, seed=4)
+    first = source.next_prompts(4)
+    source.release(first[0])
+    rest = source.next_prompts(6)
+    assert first[0] not in rest and source.epoch == 1  # not again in its pass
+    assert source.next_prompts(1) == [first[0]] and source.epoch == 2  # its next turn is the next pass
+
+
+def test_next_prompt_gives_the_evidence_s_q_for_adaptive_waves():
+    source = InformativeOrder(ids(20), 8, seed=0)
+    walk(source, 20, 1, lambda p: SOLVED if p < "p1" else VARIED)
+    pid, q = source.next_prompt()
+    assert q == pytest.approx(1.0 - source.predicted_zero_spread(pid))
+
+
+def test_bad_constants_are_refused():
+    with pytest.raises(ValueError, match="retry_floor"):
+        InformativeOrder(ids(3), 8, retry_floor=1.5)
+
+
+# one script step: (k to ask for, the fate of each prompt in flight: solved / varied / release / keep in flight)
+ACTIONS = st.lists(
+    st.tuples(st.integers(0, 7), st.lists(st.sampled_from(["solved", "varied", "release", "keep"]), max_size=8)),
+    min_size=1,
+    max_size=40,
+)
+
+
+def drive(source, actions, trace: list) -> None:
+    """Run a script, checking at every call: k returned when k are free (else refused), none in flight, never a
+    prompt twice in one epoch pass, and no prompt handed out more often than the passes begun."""
+    handed: Counter[tuple[int, str]] = Counter()
+    total: Counter[str] = Counter()
+    for k, fates in actions:
+        free = len(source) - len(source.in_flight)
+        if k > free:
+            with pytest.raises(NotEnoughPromptsError):
+                source.next_prompts(k)
+            k = free
+        before = set(source.in_flight)
+        got = source.next_prompts(k)
+        assert len(got) == k and len(set(got)) == k
+        assert not before & set(got), "never a prompt already in flight"
+        trace.append(got)
+        # the pass a prompt was handed out in: the pass current when the call began, or a later one it opened
+        for pid in got:
+            total[pid] += 1
+            assert total[pid] <= source.epoch, "at most one hand-out per pass begun"
+        for pid in got:
+            handed[source.epoch, pid] += 1
+        for pid, fate in zip(sorted(source.in_flight), fates):
+            if fate == "solved":
+                source.record(pid, SOLVED)
+            elif fate == "varied":
+                source.record(pid, VARIED)
+            elif fate == "release":
+                source.release(pid)
+
+
+@settings(max_examples=80, deadline=None)
+@given(size=st.integers(1, 15), seed=st.integers(0, 5), actions=ACTIONS,
+       floor=st.sampled_from([0.0, RETRY_FLOOR]), share=st.sampled_from([MAX_SKIP_SHARE, 1.0]))
+def test_any_events_keep_the_bound_and_return_k_free_prompts(size, seed, actions, floor, share):
+    source = InformativeOrder(ids(size), 8, seed=seed, retry_floor=floor, max_skip_share=share)
+    drive(source, actions, [])
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(2, 12), seed=st.integers(0, 5), actions=ACTIONS)
+def test_never_twice_in_one_pass(size, seed, actions):
+    """Hand-outs stamped with the pass they were made in: every (pass, prompt) at most once."""
+    source = InformativeOrder(ids(size), 8, seed=seed, max_skip_share=1.0)
+    seen: set[tuple[int, str]] = set()
+    original = source._hand_out
+
+    def stamped(i: int) -> int:
+        key = (source.epoch, source._ids[i])
+        assert key not in seen, f"{key[1]} twice in pass {key[0]}"
+        seen.add(key)
+        return original(i)
+
+    source._hand_out = stamped  # type: ignore[method-assign]
+    drive(source, actions, [])
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(1, 12), seed=st.integers(0, 5), before=ACTIONS, after=ACTIONS)
+def test_deterministic_and_the_state_round_trips_exactly(size, seed, before, after):
+    a = InformativeOrder(ids(size), 8, seed=seed)
+    b = InformativeOrder(ids(size), 8, seed=seed)
+    trace_a, trace_b = [], []
+    drive(a, before, trace_a)
+    drive(b, before, trace_b)
+    assert trace_a == trace_b
+    state = json.loads(json.dumps(a.state_dict()))
+    restored = prompt_source_from_state(state)
+    assert type(restored) is InformativeOrder and restored.state_dict() == a.state_dict()
+    trace_a, trace_r = [], []
+    drive(a, after, trace_a)
+    drive(restored, after, trace_r)
+    assert trace_a == trace_r
+    assert restored.state_dict() == a.state_dict()
+
+
+def test_it_skips_zero_spread_groups_over_a_run_and_keeps_the_most_trainings_near_the_seed_order():
+    """A world where half the prompts are solved from the start: over 10 passes' worth of hand-outs the rule
+    starts fewer solved prompts than the seed order, and no prompt more than 1.5x the seed order's most."""
+    size = 200
+    solved = set(ids(size)[::2])
+    rng = random.Random(0)
+
+    def outcome(pid: str) -> list[float]:
+        return SOLVED if pid in solved else ([1.0] * 7 + [0.0] if rng.random() < 0.5 else VARIED)
+
+    counts = {}
+    for strategy in ("seed", "informative"):
+        source = prompt_source(strategy, ids(size), 8, 5)
+        trace = walk(source, 20, 100, outcome)
+        picked = Counter(p for batch in trace for p in batch)
+        counts[strategy] = (sum(picked[p] for p in solved), max(picked.values()))
+    assert counts["informative"][0] < 0.75 * counts["seed"][0]
+    assert counts["informative"][1] <= 1.5 * counts["seed"][1]
