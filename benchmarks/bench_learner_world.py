@@ -4,7 +4,7 @@
 kinds that disagree about what to learn, fitted to the learner on the tuning seeds 100-104)
 runs the five strategies 30 steps on seeds 0-4, and its ranking on final mean pass rate is
 checked against the learner's ranking on held-out success
-(``calibrate_learner.LEARNER_FINAL_VS_SEED``, from ``benchmarks/results/selection.json``).
+(``calibrate_learner.LEARNER_FINAL_BY_SEED``, from ``benchmarks/results/selection.json``).
 Also, not fitted, what the world says about a pool ten times larger (1,600 prompts): the
 issue's learner measured a smaller harm there.  The ``calibrated`` world (every group teaches
 every prompt alike) is shown beside it: it cannot rank the rules, since there concentration
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from benchmarks.common import command_line, machine, publish
-from shopsimrl.simulate.calibrate_learner import LEARNER_2000, LEARNER_FINAL_VS_SEED, RANKED, learner_targets
+from shopsimrl.simulate.calibrate_learner import LEARNER_2000, LEARNER_FINAL_BY_SEED, RANKED, learner_targets
 from shopsimrl.simulate.compare import compare
 from shopsimrl.simulate.model import WorldParams
 
@@ -31,7 +31,7 @@ def main(quick: bool = False) -> dict[str, object]:
     worlds = {"learner": LEARNER_2000, "learner_1600_prompts": replace(LEARNER_2000, prompts=1600),
               "calibrated_160_prompts": replace(WorldParams(), prompts=160)}
     results: dict[str, object] = {"machine": machine(), "steps": STEPS, "seeds": list(seeds),
-                                  "learner_final_vs_seed": LEARNER_FINAL_VS_SEED}
+                                  "learner_final_by_seed": LEARNER_FINAL_BY_SEED}
     for name, world in worlds.items():
         out = compare(steps=STEPS, seeds=seeds, world=world, strategies=RANKED)
         summary = out["summary"]

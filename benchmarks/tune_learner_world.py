@@ -26,11 +26,14 @@ from typing import Any
 from benchmarks.common import machine, publish
 from shopsimrl.simulate.calibrate_learner import (
     FITTED,
+    LEARNER_2000,
+    RANKED,
     SAMPLES,
     TUNING_SEEDS,
     fit_difficulties,
     fit_dynamics,
     learner_world,
+    simulated_figures,
 )
 
 DATA = Path("benchmarks/results/selection_learner_kinds.json")
@@ -53,6 +56,11 @@ def measured(data: dict[str, Any]) -> dict[str, Any]:
             "goal_first_share_of_trained_after_10": share}
 
 
+def figures_on_tuning_seeds() -> dict[str, dict[str, float]]:
+    """``LEARNER_2000`` (the constants in the code) on the tuning seeds: every ranked strategy's figures."""
+    return {f"{sel}/{waves}": simulated_figures(LEARNER_2000, sel, waves, TUNING_SEEDS) for sel, waves in RANKED}
+
+
 def main(path: Path = DATA) -> dict[str, Any]:
     data = json.loads(path.read_text())
     seeds = list(data["per_seed"])
@@ -65,7 +73,8 @@ def main(path: Path = DATA) -> dict[str, Any]:
     best = rows[0]
     chosen = replace(base, **{k: v for k, v in best.items() if k != "loss"})
     results = {"machine": machine(), "tuning_seeds": list(TUNING_SEEDS), "data": str(path),
-               "difficulties": difficulties, "measured": target, "chosen": chosen.as_dict(), "grid": rows}
+               "difficulties": difficulties, "measured": target, "chosen": chosen.as_dict(),
+               "learner_2000_on_tuning_seeds": figures_on_tuning_seeds(), "grid": rows}
     publish("benchmarks/results/selection_sim_fit.json", results,
             {"difficulties": difficulties, "measured": target, "best": rows[:5]})
     return results
