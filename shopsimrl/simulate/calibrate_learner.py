@@ -188,29 +188,35 @@ def ranking(world: WorldParams, seeds: Sequence[int], steps: int = STEPS) -> dic
 
 def rank_agrees(simulated: Mapping[str, float], learner_by_seed: Mapping[str, Sequence[float]],
                 tie: float = 0.01) -> dict[str, Any]:
-    """Whether the simulator orders every pair of strategies as the learner does.
+    """Whether the simulator orders every pair of strategies the learner separates as the learner does.
 
     The learner's order of a pair is the sign of the median of its per-seed differences (paired by seed, as the
-    benchmark pairs them); a pair whose median difference is within ``tie`` is one the learner cannot separate, and
-    may come in either order.  Every other pair must come in the learner's order.  Returns the pairs that do not.
+    benchmark pairs them).  The learner *separates* a pair when that median exceeds ``tie`` and every per-seed
+    difference but at most one has its sign; a pair it does not separate may come in either order (one seed of a
+    30-step run moves held-out success by several points).  Returns the pairs in another order, and every pair's
+    figures (``strict``: whether the simulator's order matches the medians' order, separated or not).
     """
     wrong, pairs = [], {}
     for a, b in itertools.combinations(sorted(learner_by_seed), 2):
-        gap = median(x - y for x, y in zip(learner_by_seed[a], learner_by_seed[b]))
-        pairs[f"{a} - {b}"] = {"learner": gap, "simulated": simulated[a] - simulated[b]}
-        if abs(gap) > tie and (simulated[a] - simulated[b]) * gap <= 0:
-            wrong.append({"pair": [a, b], "learner": gap, "simulated": simulated[a] - simulated[b]})
-    return {"agrees": not wrong, "disagreements": wrong, "tie": tie, "pairs": pairs}
+        diffs = [x - y for x, y in zip(learner_by_seed[a], learner_by_seed[b])]
+        gap, sim = median(diffs), simulated[a] - simulated[b]
+        agreeing = sum(1 for d in diffs if d * gap > 0)
+        separated = abs(gap) > tie and agreeing >= len(diffs) - 1
+        pairs[f"{a} - {b}"] = {"learner": gap, "simulated": sim, "separated": separated, "strict": sim * gap > 0}
+        if separated and sim * gap <= 0:
+            wrong.append({"pair": [a, b], "learner": gap, "simulated": sim})
+    return {"agrees": not wrong, "disagreements": wrong, "tie": tie, "pairs": pairs,
+            "strict_agrees": all(p["strict"] for p in pairs.values())}
 
 
 #: The learner's final held-out success per report seed 0-4 (``benchmarks/results/selection.json``, products_2000:
 #: val+test, 16 episodes per task): the order the simulator must reproduce.
 LEARNER_FINAL_BY_SEED: dict[str, tuple[float, ...]] = {
-    "seed/fixed": (0.0, 0.0, 0.0, 0.0, 0.0),
-    "spread/fixed": (0.0, 0.0, 0.0, 0.0, 0.0),
-    "spread/adaptive": (0.0, 0.0, 0.0, 0.0, 0.0),
-    "informative/fixed": (0.0, 0.0, 0.0, 0.0, 0.0),
-    "informative/adaptive": (0.0, 0.0, 0.0, 0.0, 0.0),
+    "seed/fixed": (0.88125, 0.8828125, 0.8828125, 0.8875, 0.884375),
+    "spread/fixed": (0.7390625, 0.740625, 0.73125, 0.7453125, 0.753125),
+    "spread/adaptive": (0.76875, 0.6890625, 0.7265625, 0.7921875, 0.725),
+    "informative/fixed": (0.8609375, 0.875, 0.8328125, 0.8796875, 0.871875),
+    "informative/adaptive": (0.8828125, 0.865625, 0.8765625, 0.8625, 0.8859375),
 }
 
 
@@ -221,6 +227,7 @@ def learner_targets(summary: Mapping[str, Mapping[str, float]]) -> dict[str, dic
         return {}
     simulated = {label: summary[label]["final_mean_pass_rate"] for label in labels}
     verdict = rank_agrees(simulated, LEARNER_FINAL_BY_SEED)
-    return {"learner world: ranks the strategies as the learner does (pairs in another order)": {
+    return {"learner world: ranks the strategies as the learner does (separated pairs in another order)": {
         "value": float(len(verdict["disagreements"])), "met": verdict["agrees"],
-        "disagreements": verdict["disagreements"], "pairs": verdict["pairs"]}}
+        "disagreements": verdict["disagreements"], "pairs": verdict["pairs"],
+        "strict_order_agrees": verdict["strict_agrees"]}}

@@ -85,9 +85,13 @@ def test_fit_difficulties_recovers_a_known_population():
 
 
 def test_rank_agreement_ignores_pairs_the_learner_cannot_separate():
-    learner = {"a": 0.80, "b": 0.805, "c": 0.70}
-    assert rank_agrees({"a": 0.9, "b": 0.85, "c": 0.6}, learner)["agrees"]  # a, b within the tie: either order
-    wrong = rank_agrees({"a": 0.9, "b": 0.85, "c": 0.95}, learner)
+    learner = {"a": (0.80, 0.82, 0.78, 0.80), "b": (0.81, 0.80, 0.785, 0.80), "c": (0.70, 0.75, 0.60, 0.82),
+               "d": (0.60, 0.85, 0.60, 0.90)}  # paired by seed
+    verdict = rank_agrees({"a": 0.9, "b": 0.85, "c": 0.6, "d": 0.95}, learner)
+    assert verdict["agrees"]  # a-b within the tie; a-d and b-d: the median is large but two seeds disagree
+    assert not verdict["pairs"]["a - d"]["separated"] and verdict["pairs"]["a - c"]["separated"]
+    assert not verdict["strict_agrees"]  # in the medians' order, a - d would be reversed
+    wrong = rank_agrees({"a": 0.9, "b": 0.85, "c": 0.95, "d": 0.5}, learner)
     assert not wrong["agrees"] and {tuple(d["pair"]) for d in wrong["disagreements"]} == {("a", "c"), ("b", "c")}
 
 
@@ -95,3 +99,14 @@ def test_cli_refuses_directions_with_clusters(tmp_path, capsys):
     assert main(["simulate", "--steps", "2", "--timeline-step", "1", "--directions", "2", "--clusters", "3",
                  "--out", str(tmp_path)]) == 2
     assert "refused" in capsys.readouterr().err
+
+
+def test_the_learner_world_ranks_the_strategies_as_the_learner_does():
+    """The acceptance of the learner world: on the report seeds 0-4 (the fit used 100-104) it orders every pair of
+    the five strategies that the learner separates on held-out success as the learner does."""
+    from shopsimrl.simulate.calibrate_learner import RANKED, learner_targets
+    from shopsimrl.simulate.compare import compare
+
+    out = compare(steps=30, seeds=(0, 1, 2, 3, 4), world=LEARNER_2000, strategies=RANKED)
+    check = next(iter(learner_targets(out["summary"]).values()))
+    assert check["met"], check["disagreements"]
