@@ -13,7 +13,7 @@ Two regimes, each strategy a real ``shopsimrl rollout --learner grpo --eval-ever
 Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same
 eval episodes): per-seed differences and their median, at equal generated episodes (each
 run's sampled eval success interpolated linearly between its evaluations, at seed/fixed's
-evaluations from 2,500 episodes on and at the strategy's last one) and at equal rollout cost,
+evaluations from 2,500 episodes on and at the largest number both runs reached) and at equal rollout cost,
 measured two ways: env steps generated (every episode's tool calls, which the runtime counts
 deterministically: on one machine the rollout's work is proportional to them) and the
 measured step wall seconds (``rollout/shopsim/step/wall_seconds``, noisy on a shared machine).
@@ -215,9 +215,11 @@ AXES = ("episodes", "env_steps", "wall_s")  # generated episodes; env steps (det
 
 def compare_on(run: dict[str, Any], base: dict[str, Any], axis: str) -> dict[str, Any]:
     """``run`` minus ``base`` (one seed) at equal cost on ``axis``: at each of ``base``'s evaluations from
-    2,500 generated episodes on that ``run`` reached, and at ``run``'s last evaluation."""
+    2,500 generated episodes on that ``run`` reached, and at the largest cost both reached (``run``'s last
+    evaluation when it spent less, as adaptive waves do)."""
     at_evals = [_diff(run, base, p[axis], axis) for p in base["curve"] if p["episodes"] >= COMPARE_FROM_EPISODES]
-    return {"at_seed_fixed_evaluations": at_evals, "at_own_last": _diff(run, base, run["curve"][-1][axis], axis)}
+    common = min(run["curve"][-1][axis], base["curve"][-1][axis])
+    return {"at_seed_fixed_evaluations": at_evals, "at_common_last": _diff(run, base, common, axis)}
 
 
 def paired(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
@@ -234,12 +236,12 @@ def paired(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
             n = max(len(v["at_seed_fixed_evaluations"]) for v in per_seed.values())
             per_eval = [_median([v["at_seed_fixed_evaluations"][i] for v in per_seed.values()
                                  if i < len(v["at_seed_fixed_evaluations"])]) for i in range(n)]
-            own_last = _median([v["at_own_last"] for v in per_seed.values()])
+            own_last = _median([v["at_common_last"] for v in per_seed.values()])
             where = [_median([base[s]["curve"][j][axis] for s in seeds]) for j, p in enumerate(base[seeds[0]]["curve"])
                      if p["episodes"] >= COMPARE_FROM_EPISODES]
             entry[f"at_equal_{axis}"] = {
                 "seed_fixed_evaluations_at": where, "per_seed": per_seed, "median_per_evaluation": per_eval,
-                "median_at_own_last": own_last,
+                "median_at_common_last": own_last,
                 "worst_median": min([m for m in [*per_eval, own_last] if m is not None], default=None)}
         ratios = {s: by_seed[s]["informative_per_1k_generated_episodes"] / base[s]["informative_per_1k_generated_episodes"]
                   for s in seeds}
@@ -287,7 +289,8 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 worst = pairs[strategy]["at_equal_episodes"]["worst_median"]
                 out[f"{regime}: {strategy} held-out success at equal generated episodes >= seed/fixed - 0.01"] = {
                     "value": worst, "met": worst is not None and worst >= -0.01,
-                    "note": "worst median over seed/fixed's evaluations from 2,500 episodes on and the strategy's last"}
+                    "note": "worst median over seed/fixed's evaluations from 2,500 episodes on and the largest number "
+                            "of episodes both runs reached"}
         if "informative/adaptive" in pairs:
             ratio = pairs["informative/adaptive"]["informative_per_1k_ratio"]["median"]
             out[f"{regime}: informative/adaptive informative groups per 1k generated episodes >= 1.3x seed/fixed"] = {

@@ -35,7 +35,7 @@ def test_episodes_to_reach_is_the_first_crossing():
     assert to_reach(curve, 0.95) is None
 
 
-def test_pairs_by_seed_from_2500_episodes_and_at_the_strategy_s_last_evaluation():
+def test_pairs_by_seed_from_2500_episodes_and_at_the_largest_cost_both_reached():
     grid = [0, 1280, 2560, 3840, 5120]
     base = {s: run([(x, 0.5 + x / 10240) for x in grid]) for s in (0, 1, 2)}
     # seed 0 better by 0.02 everywhere, seed 1 worse by 0.05, seed 2 equal; fewer episodes (adaptive waves)
@@ -46,7 +46,8 @@ def test_pairs_by_seed_from_2500_episodes_and_at_the_strategy_s_last_evaluation(
     assert eq["seed_fixed_evaluations_at"] == [2560, 3840, 5120]  # 5120: beyond every seed's last evaluation
     assert eq["per_seed"][1]["at_seed_fixed_evaluations"] == [pytest.approx(-0.05), pytest.approx(-0.05), None]
     assert eq["median_per_evaluation"] == [pytest.approx(0.0), pytest.approx(0.0), None]
-    assert eq["median_at_own_last"] == pytest.approx(0.0) and eq["worst_median"] == pytest.approx(0.0)
+    assert eq["median_at_common_last"] == pytest.approx(0.0) and eq["worst_median"] == pytest.approx(0.0)
+    assert eq["per_seed"][0]["at_common_last"] == pytest.approx(0.02)  # at 4,000 episodes, the strategy's last
     assert out["informative_per_1k_ratio"]["median"] == pytest.approx(1.6)
     assert out["max_trainings_ratio"]["median"] == pytest.approx(1.5)
     assert out["final_eval_success_diff"]["per_seed"][1] == pytest.approx(4000 / 10240 - 5120 / 10240 - 0.05)
