@@ -1,6 +1,6 @@
 """The tuning runs behind the cluster constants (seeds 100-109; the reported figures use seeds 0-2).
 
-``python -m benchmarks.tune_clusters``: informative/adaptive, told the clusters, for every
+``python -m benchmarks.tune_clusters``: spread/adaptive (the former informative rule), told the clusters, for every
 ``CLUSTER_DRIFT`` x ``CLUSTER_TIE_LOGITS`` in the grid, on the clustered worlds of the
 targets and on a world where learning is fully shared (K = 50, S = 1), plus seed/fixed
 on each world (the bar the final pass rate must reach).  Medians over the seeds.  The
@@ -40,8 +40,8 @@ def measure(selection: str, waves: str, world: WorldParams, seeds: tuple[int, ..
 
 
 def not_told(seeds: tuple[int, ...]) -> dict[str, float]:
-    """informative/adaptive not told the clusters where they do not matter: the bar for what labels may cost."""
-    return measure("informative", "adaptive", WorldParams(clusters=50, transfer=1.0), seeds, labels=False)
+    """spread/adaptive not told the clusters where they do not matter: the bar for what labels may cost."""
+    return measure("spread", "adaptive", WorldParams(clusters=50, transfer=1.0), seeds, labels=False)
 
 
 def main(seeds: tuple[int, ...] = SEEDS, drifts: tuple[float, ...] = DRIFTS, ties: tuple[float, ...] = TIES,
@@ -58,7 +58,7 @@ def main(seeds: tuple[int, ...] = SEEDS, drifts: tuple[float, ...] = DRIFTS, tie
                 estimate.CLUSTER_DRIFT, spread.CLUSTER_TIE_LOGITS = drift, tie
                 row = {"cluster_drift": drift, "cluster_tie_logits": tie}
                 for k, s in WORLDS:
-                    row[f"K={k},S={s:g}"] = measure("informative", "adaptive", WorldParams(clusters=k, transfer=s),
+                    row[f"K={k},S={s:g}"] = measure("spread", "adaptive", WorldParams(clusters=k, transfer=s),
                                                     seeds)
                 results["grid"].append(row)
                 print(row, flush=True)

@@ -70,7 +70,7 @@ def int_range(low: int, high: int | None = None, *, why: str = "", why_high: str
     def check(text: str) -> int:
         value = _integer(text)
         if value < low or (high is not None and value > high):
-            because = why or (why_high if high is not None and value > high else "")
+            because = why_high if high is not None and value > high and why_high else why
             _bad(f"must be a whole number {f'within {low}..{high}' if high is not None else f'>= {low}'}"
                  f"{f' ({because})' if because else ''}, got {value}")
         return value

@@ -51,6 +51,7 @@ ODD_FILES: dict[str, bytes | str] = {
     "empty": b"",
     "binary": bytes(range(256)) * 4,
     "unicode": "шаг,раунд,成功率\n1,0,✓\n",  # UTF-8 text, but not what any command reads
+    "bool_duration": '[["varied", true]]',  # a supply whose duration is JSON true
     "header": "step,round,technical_drops,zero_std_drops,completed_groups,train_groups,zero_std_groups_in_batch,"
               "success_rate,all_wrong_group_rate,rollout_time_s,verdict,duration\n",  # a CSV header alone
     "fifo": "FIFO",  # a named pipe: opening it for reading would wait forever for a writer
@@ -107,25 +108,25 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--eval-every": ("0", "-1", Late("5")),  # without --learner grpo
         "--eval-samples": ("0", "-1"),
     },
-    "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2"),
+    "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2", *HUGE),
                   "--host": (Late("0.0.0.0"), Late("192.0.2.1")),  # beyond loopback without a token
                   "--token-file": (Late("@empty"), Late("@binary"))},
     "env build": dict(CATALOG),
     "env play": dict(CATALOG),
     "env ray-serve": {**CATALOG, **SERVER, "--port": ("-1", "70000"), "--per-node": ("0",), "--token-file": (),
                       "--urls-file": (), "--cache-dir": ()},  # each node builds its own catalog: checked there
-    "replay": {"supply": CONTENT, "--rollout-batch-size": ("0",), "--over-sampling-batch-size": ("0", Late("4")),
+    "replay": {"supply": (*CONTENT, Late("@bool_duration")), "--rollout-batch-size": ("0",), "--over-sampling-batch-size": ("0", Late("4")),
                "--max-consecutive-failed-groups": ("0",)},
     "data export": {"--out": (), "--env": (), "--env-token-file": (Late("/etc/hostname"),  # without --env
                                                                   Late("@empty", ("--env", "http://127.0.0.1:9"))),
                     "--products": PRODUCTS, "--seed": (), "--cache-dir": (Late("/proc"),)},
     "simulate": {"--steps": ("0", *HUGE), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
-                 "--prompts": ("0", "1", "31"), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
+                 "--prompts": ("0", "1", "31", *HUGE), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
                  "--stage-size": ("0", Late("4")), "--capacity": ("-1", Late("0", ("--siblings", "staged"))),
                  "--stage-skip-q": ("-0.1", "1.5", Late("0.5")),  # without --siblings staged
-                 "--clusters": ("-1",), "--transfer": ("-0.1", "2", Late("0.3"))},  # --transfer without --clusters
+                 "--clusters": ("-1", *HUGE), "--transfer": ("-0.1", "2", Late("0.3"))},  # --transfer without --clusters
     "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
-                    "--jobs": ("0", "99"), "--json": ()},
+                    "--jobs": ("0", "99"), "--json": (), "--timeout": ("0", "-1")},
     "compare": {"runs": ("", "/nonexistent/run", "/etc/hostname"), "--chart": ()},
     "measure": {"--products": PRODUCTS, "--catalog-seed": (), "--cache-dir": (Late("/proc"),), "--seed": (),
                 "--tasks": ("0", "-1", *HUGE), "--siblings": ("0", "-1", *HUGE),
@@ -300,6 +301,12 @@ def test_a_fifo_or_a_device_is_refused_by_a_real_process_without_waiting(odd_fil
     assert "is not a regular file" in _one_line(done.stderr)
 
 
+def test_more_simulated_worlds_than_the_bound_are_one_line_and_exit_2(capsys, no_work, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", "--seeds", *map(str, range(101))]) == 2
+    assert _one_line(capsys.readouterr().err) == "shopsimrl simulate: refused: --seeds: at most 100 worlds, got 101"
+
+
 def test_a_real_process_prints_one_line_and_exits_2() -> None:
     """The console entry point too (a parse error raises SystemExit inside; the process exits 2)."""
     done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "rollout", "--products", "5"],
@@ -322,3 +329,16 @@ def test_env_slots_zero_is_refused_by_train(capsys, monkeypatch) -> None:
     monkeypatch.setenv("ENV_SLOTS", "0")
     assert main(["train", "--dry-run"]) == 2
     assert "ENV_SLOTS (episodes at once per env server) must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_ray_serve_without_a_ray_cluster_is_one_line_and_exit_2(tmp_path) -> None:
+    """``--address auto`` with no Ray cluster to find (a fresh Ray temp folder): one line naming --address
+    (without the optional ray package: one line saying how to install it)."""
+    import importlib.util
+
+    has_ray = importlib.util.find_spec("ray") is not None
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "env", "ray-serve", "--products", "10", "--port", "0"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert _one_line(done.stderr).startswith("shopsimrl env ray-serve: refused: " + ("--address auto: " if has_ray else ""))

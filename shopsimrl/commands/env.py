@@ -15,6 +15,7 @@ from shopsimrl.argtypes import MAX_PORT, cannot_write_in, in_file, int_range, nu
 from shopsimrl.commands.catalog import catalog_args, load, with_progress
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.commands.env_serve import serve_command
+from shopsimrl.commands.limits import MAX_SERVER_PROCESSES, WHY_PROCESSES
 from shopsimrl.env.build import CatalogError, build_catalog, catalog_path, verify_catalog
 from shopsimrl.env.cluster import register as register_ray_serve
 from shopsimrl.env.defaults import (
@@ -50,7 +51,7 @@ def register(subparsers: Any) -> None:
                        help=f"seconds an idle connection stays open (default {KEEP_ALIVE}; keep it above the "
                             f"clients' 30 s)")
     serve.add_argument("--log-level", default="warning", choices=LOG_LEVELS)
-    serve.add_argument("--processes", type=int_range(1), default=1,
+    serve.add_argument("--processes", type=int_range(1, MAX_SERVER_PROCESSES, why_high=WHY_PROCESSES), default=1,
                        help="server processes on consecutive ports from --port, over one catalog (default 1)")
     serve.add_argument("--token-file", type=in_file, default=None,
                        help="file holding the shared bearer token (or $SHOPSIM_ENV_TOKEN / $SHOPSIM_ENV_TOKEN_FILE); "

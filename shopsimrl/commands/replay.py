@@ -113,10 +113,12 @@ def _pairs(path: Path, items: list[Any], unit: str, *, start: int) -> list[tuple
         if not isinstance(verdict, str):
             raise SupplyFileError(f"{path}: {unit} {i}: the verdict must be a string, got {verdict!r:.80}")
         try:
+            if isinstance(duration, bool):  # JSON true is not one second
+                raise TypeError(duration)
             seconds = float(duration)
         except (TypeError, ValueError):
             raise SupplyFileError(f"{path}: {unit} {i}: the duration must be a number of seconds, "
-                             f"got {duration!r:.80}") from None
+                                  f"got {duration!r:.80}") from None
         pairs.append((verdict, seconds))
     return pairs
 

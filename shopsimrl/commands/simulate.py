@@ -6,7 +6,7 @@ import argparse
 
 from shopsimrl.argtypes import folder, int_range, number, one_of
 from shopsimrl.commands.dispatch import handled_by
-from shopsimrl.commands.limits import MAX_STEPS, WHY_STEPS
+from shopsimrl.commands.limits import MAX_PROMPTS, MAX_SEEDS, MAX_STEPS, WHY_PROMPTS, WHY_STEPS
 from shopsimrl.errors import UsageError
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
@@ -48,16 +48,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="calibrated: the fit to the public release run (every informative group teaches every "
                        "prompt alike); learner: the fit to the main job's GRPO learner on --products 2000 (two kinds "
                        "of prompt that disagree about what to learn; 160 prompts)")
-    world.add_argument("--prompts", type=int_range(DEFAULT_OVER_SAMPLING_BATCH_SIZE, why=f"a wave submits "
-                                                   f"{DEFAULT_OVER_SAMPLING_BATCH_SIZE} distinct prompts"),
+    world.add_argument("--prompts", type=int_range(DEFAULT_OVER_SAMPLING_BATCH_SIZE, MAX_PROMPTS, why_high=WHY_PROMPTS,
+                                                   why=f"a wave submits {DEFAULT_OVER_SAMPLING_BATCH_SIZE} distinct prompts"),
                        default=None)
     world.add_argument("--eta-prompt", type=number(0), default=None, help="pass-rate logit gained by a prompt trained on")
     world.add_argument("--eta-global", type=number(0), default=None, help="skill gained per informative group trained")
-    world.add_argument("--clusters", type=int_range(0), default=None, metavar="K",
+    world.add_argument("--clusters", type=int_range(0, MAX_PROMPTS, why_high=WHY_PROMPTS), default=None, metavar="K",
                        help="the prompts fall into K clusters, each learning from its own groups (0: none)")
     world.add_argument("--transfer", type=number(0, 1), default=None, metavar="S",
                        help="with --clusters: share of a cluster's learning that carries to every prompt (0..1)")
-    world.add_argument("--directions", type=int_range(0), default=None, metavar="K",
+    world.add_argument("--directions", type=int_range(0, MAX_PROMPTS, why_high=WHY_PROMPTS), default=None, metavar="K",
                        help="K >= 2 kinds of prompt pull a shared stance toward their own direction (the learner "
                        "world's angle, weight and rate; 0: none)")
     handled_by(p, handle)
@@ -84,6 +84,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.steps < 1 or not 1 <= args.timeline_step <= args.steps:
         raise UsageError(f"need --steps >= 1 and 1 <= --timeline-step <= --steps, got {args.steps} and "
                          f"{args.timeline_step}")
+    if len(args.seeds) > MAX_SEEDS:
+        raise UsageError(f"--seeds: at most {MAX_SEEDS} worlds, got {len(args.seeds)}")
     if args.transfer is not None and not args.clusters:
         raise UsageError("--transfer needs --clusters K >= 1")
     try:

@@ -195,8 +195,11 @@ def _ray_serve(args: argparse.Namespace) -> int:
     previous = signal.getsignal(signal.SIGTERM)
     servers = None
     try:
-        ray.init(address=None if args.address == "local" else args.address, log_to_driver=False,
-                 include_dashboard=False, configure_logging=False)
+        try:
+            ray.init(address=None if args.address == "local" else args.address, log_to_driver=False,
+                     include_dashboard=False, configure_logging=False)
+        except ConnectionError as exc:  # no Ray cluster at --address: the user's to start or name
+            return refuse(f"--address {args.address}: {str(exc).strip(chr(39))}")
         signal.signal(signal.SIGTERM, _raise_stop)  # after ray.init, which installs a SIGTERM handler of its own
         try:
             servers = start_ray_env_servers(

@@ -25,7 +25,7 @@ in-process client raises.
 
 Answers are bounded and typed: a body is read up to ``MAX_RESPONSE_BYTES`` (an
 endless body stops there), and every answer is checked against the shape an env
-server sends before it is used.  Anything else is a :class:`BadResponseError`: a
+server sends before it is used (``env/answers.py``).  Anything else is a :class:`BadResponseError`: a
 technical failure of the env (the episode is unscored), one line for a command.
 
 Requests are spread over several small httpx clients ("shards", a lease always
@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json as jsonlib
-import math
 import secrets
 import zlib
 from collections.abc import Awaitable, Callable
@@ -48,6 +46,16 @@ from typing import Any
 import httpx
 
 from shopsimrl.env import wire
+from shopsimrl.env.answers import (
+    MAX_RESPONSE_BYTES,
+    BadResponseError,
+    check_healthz,
+    check_reset,
+    check_step,
+    check_task,
+    check_task_ids,
+    read_capped,
+)
 from shopsimrl.env.auth import bearer_headers
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.types import (
@@ -62,155 +70,8 @@ from shopsimrl.env.types import (
 KEEPALIVE_EXPIRY = 30.0  # below the server's keep-alive (75 s): never reuse a connection it may be closing
 DEFAULT_RELEASE_DEADLINE = 60.0  # seconds a release keeps retrying while the server does not answer
 
-MAX_RESPONSE_BYTES = 32 << 20  # far above any answer of ours (a results page is tens of KiB, a task list < 1 MiB)
-
 _UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)  # the request never left
 _NO_REPLY = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)  # broke before a reply
-
-
-class BadResponseError(EnvUnavailableError):
-    """An answer no env server sends: longer than the cap, not JSON, or JSON of another shape.
-
-    An :class:`EnvUnavailableError`, so a rollout counts it as a technical failure of the env (the
-    episode is unscored, the pool checks that server's health) and a command prints it in one line."""
-
-    code = "bad_response"
-
-
-async def read_capped(client: httpx.AsyncClient, request: httpx.Request,
-                      limit: int = MAX_RESPONSE_BYTES) -> tuple[int, Any]:
-    """Send ``request`` and read its answer: (status, JSON body or None when it is not JSON).
-
-    At most ``limit`` bytes are read (decoded, so a compressed bomb stops there too); a longer
-    answer is a :class:`BadResponseError`.  Transport errors are httpx's, as from ``client.send``."""
-    what = f"{request.method} {request.url.path}"
-    response = await client.send(request, stream=True)
-    try:
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise BadResponseError(f"{what}: the answer announces {int(declared):,} bytes, more than the "
-                                   f"{limit:,} an env server ever sends")
-        chunks, size = [], 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise BadResponseError(f"{what}: the answer goes on past {limit:,} bytes (an env server's are far "
-                                       f"shorter); stopped reading it")
-            chunks.append(chunk)
-    finally:
-        await response.aclose()
-    return response.status_code, _json_or_none(b"".join(chunks))
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _json_or_none(data: bytes) -> Any:
-    try:
-        return jsonlib.loads(data, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):  # not JSON, NaN, or nested beyond the parser's depth
-        return None
-
-
-# -- the shapes of the answers ------------------------------------------------------------------------------
-
-
-def _kind(value: object) -> str:
-    """"a list", "an object", "null": the JSON type of ``value``, for messages."""
-    from shopsimrl.io import json_type
-
-    kind = json_type(value)
-    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-
-
-def _expect(ok: bool, what: str, key: str, value: object, expected: str) -> None:
-    if not ok:
-        from shopsimrl.io import printable
-
-        raise BadResponseError(f"{what}: {printable(key, limit=60)} is {_kind(value)} "
-                               f"({printable(repr(value), limit=40)}), expected {expected}")
-
-
-def _object(body: Any, what: str) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise BadResponseError(f"{what}: the answer is {_kind(body)} in JSON, not an object")
-    return body
-
-
-def _field(body: dict[str, Any], key: str, what: str, kinds: type | tuple[type, ...], expected: str, *,
-           optional: bool = False) -> Any:
-    if key not in body:
-        if optional:
-            return None
-        raise BadResponseError(f"{what}: the answer has no {key!r}")
-    value = body[key]
-    _expect(isinstance(value, kinds) and not (isinstance(value, bool) and bool not in _tuple(kinds)),
-            what, key, value, expected)
-    return value
-
-
-def _tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kinds if isinstance(kinds, tuple) else (kinds,)
-
-
-def _count(body: dict[str, Any], key: str, what: str, *, optional: bool = False) -> int | None:
-    value = _field(body, key, what, int, "a whole number >= 0", optional=optional)
-    _expect(value is None or value >= 0, what, key, value, "a whole number >= 0")
-    return value
-
-
-def check_healthz(body: Any, what: str = "GET /healthz") -> dict[str, Any]:
-    """A ``/healthz`` answer with the types its readers rely on (slot counts whole numbers >= 0, ``ready`` a
-    boolean, ``fingerprint`` an object); anything else is a :class:`BadResponseError`."""
-    body = _object(body, what)
-    _count(body, "slots", what)
-    for key in ("free_slots", "leased"):
-        _count(body, key, what, optional=True)
-    _field(body, "ready", what, bool, "true or false", optional=True)
-    _field(body, "fingerprint", what, dict, "an object", optional=True)
-    return body
-
-
-def _check_task(body: Any, what: str) -> dict[str, Any]:
-    body = _object(body, what)
-    for key in ("task_id", "split", "instruction"):
-        _field(body, key, what, str, "a string")
-    _field(body, "goal", what, dict, "an object")
-    return body
-
-
-def _check_observation(body: Any, what: str) -> None:
-    body = _object(body, what)
-    _field(body, "text", what, str, "a string")
-    _field(body, "state", what, dict, "an object")
-    _field(body, "tools", what, list, "a list")
-
-
-def _check_reset(body: Any, what: str) -> dict[str, Any]:
-    body = _object(body, what)
-    _field(body, "lease_id", what, str, "a string")
-    _check_task(body.get("task"), f"{what} task")
-    _check_observation(body.get("observation"), f"{what} observation")
-    return body
-
-
-def _check_step(body: Any, what: str) -> dict[str, Any]:
-    body = _object(body, what)
-    _check_observation(body.get("observation"), f"{what} observation")
-    reward = _field(body, "reward", what, (int, float, type(None)), "a number or null")
-    _expect(reward is None or math.isfinite(reward), what, "reward", reward, "a finite number")
-    _field(body, "terminated", what, bool, "true or false")
-    _field(body, "truncated", what, bool, "true or false")
-    _field(body, "info", what, dict, "an object")
-    return body
-
-
-def _check_task_ids(body: Any, what: str) -> list[str]:
-    ids = _field(_object(body, what), "task_ids", what, list, "a list of task ids")
-    for task_id in ids:
-        _expect(isinstance(task_id, str), what, "task_ids", task_id, "a list of strings")
-    return list(ids)
 
 
 class HttpEnvClient:
@@ -303,16 +164,16 @@ class HttpEnvClient:
         else:
             read_timeout = self.timeout + 60.0  # the server's default slot wait is shorter than this
         body = await self._request("POST", "/reset", json=payload, timeout=read_timeout)
-        return wire.reset_from_json(_check_reset(body, "POST /reset"))
+        return wire.reset_from_json(check_reset(body, "POST /reset"))
 
     async def step(self, lease_id: str, action: str) -> StepResult:
         payload = {"lease_id": lease_id, "action": action, "request_id": secrets.token_hex(8)}
-        return wire.step_from_json(_check_step(await self._request("POST", "/step", json=payload), "POST /step"))
+        return wire.step_from_json(check_step(await self._request("POST", "/step", json=payload), "POST /step"))
 
     async def terminate(self, lease_id: str, reason: str) -> StepResult:
         payload = {"lease_id": lease_id, "reason": reason, "request_id": secrets.token_hex(8)}
         body = await self._request("POST", "/terminate", json=payload)
-        return wire.step_from_json(_check_step(body, "POST /terminate"))
+        return wire.step_from_json(check_step(body, "POST /terminate"))
 
     async def release(self, lease_id: str) -> None:
         """Release, retrying until the server confirms or says the lease is gone (or the deadline passes).
@@ -379,10 +240,10 @@ class HttpEnvClient:
         self._release_by = by if self._release_by is None else min(self._release_by, by)
 
     async def list_tasks(self, split: str) -> list[str]:
-        return _check_task_ids(await self._request("GET", "/tasks", params={"split": split}), "GET /tasks")
+        return check_task_ids(await self._request("GET", "/tasks", params={"split": split}), "GET /tasks")
 
     async def get_task(self, task_id: str) -> Task:
-        return wire.task_from_json(_check_task(await self._request("GET", f"/tasks/{task_id}"), "GET /tasks/ID"))
+        return wire.task_from_json(check_task(await self._request("GET", f"/tasks/{task_id}"), "GET /tasks/ID"))
 
     async def healthz(self) -> dict[str, Any]:
         return dict(check_healthz(await self._request("GET", "/healthz")))

@@ -45,10 +45,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from shopsimrl.env.answers import check_healthz, read_capped
 from shopsimrl.env.auth import UNAUTHORIZED_CODE, bearer_headers
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.fingerprint import fingerprint_differences
-from shopsimrl.env.http_client import HttpEnvClient, check_healthz, read_capped
+from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.types import (
     EnvError,
     EnvUnavailableError,

@@ -17,6 +17,7 @@ the run reports them.
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,10 +90,10 @@ def read_run(root: Path) -> RunCurve:
     are missing, not plain files, too big, not JSON of the expected shape, or its steps have a gap or a repeat."""
     run = printable(root)
     metrics = root / "metrics.jsonl"
-    if not metrics.exists() and not metrics.is_symlink():
+    if not os.path.lexists(metrics):  # False on any error too (a folder we may not search): never raises
         raise BadFileError(f"{run}: no metrics.jsonl (is it a rollout run folder?)")
     config: dict[str, Any] = {}
-    if (root / "run.json").exists() or (root / "run.json").is_symlink():
+    if os.path.lexists(root / "run.json"):
         config = read_json_object(root / "run.json", RUN_JSON_LIMIT, "run.json")
     label = "/".join(json_text(config, k, f"{run}/run.json", limit=80) or "?" for k in LABEL_KEYS)
     rows: dict[int, tuple[int, dict[str, Any]]] = {}  # step -> (line, row)

@@ -14,8 +14,8 @@ step left removed (its folder, its ``metrics.jsonl`` and ``failure_queue.jsonl``
 differ (a crash cannot lose one, an edit can), and ``run.json`` continued: its options are kept
 as they were, ``steps`` is the new target and ``resumed`` lists each resume.
 
-Not restored (so refused or documented): the heuristic learner's per-task counts
-(``--learner heuristic`` cannot resume) and fault injection's random stream.
+Not restored (so refused): the heuristic learner's per-task counts (``--learner heuristic`` cannot
+resume).  Fault injection needs nothing: each episode draws its failures from its own id.
 """
 
 from __future__ import annotations
@@ -67,14 +67,6 @@ def step_number(name: str) -> int | None:
     if not name.startswith("step-") or not digits.isdigit() or digits != str(int(digits)) or int(digits) < 1:
         return None
     return int(digits)
-
-
-def completed_steps(root: Path) -> int:
-    """The last step k such that steps 1..k all hold a completion marker (0: none); nothing is checked."""
-    k = 0
-    while (root / f"step-{k + 1}" / MARKER).exists():
-        k += 1
-    return k
 
 
 def read_run_record(root: Path) -> dict[str, Any]:

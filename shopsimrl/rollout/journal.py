@@ -187,7 +187,8 @@ def check_marker(root: Path, step: int, *, run_id: str, options: str, previous: 
     present, counted = step_contents(root)
     for name, recorded in files.items():
         if name not in present:
-            raise JournalError(f"{root / name} is missing (step {step}'s marker lists it)")
+            what = "is not a regular file" if os.path.lexists(root / name) else "is missing"
+            raise JournalError(f"{root / name} {what} (step {step}'s marker lists it as a file)")
         if not isinstance(recorded, dict) or present[name] != recorded:
             raise JournalError(f"{root / name} differs from what step {step} wrote (its SHA-256 or size changed)")
     for name in present:

@@ -2,7 +2,9 @@
 
 Each episode sees the env through a :class:`MeteredEnv` that counts its
 ``step`` calls into the episode's meter, so an episode cancelled at the end of
-a step still reports the env steps it cost (its result never comes back).
+a step still reports the env steps it cost (its result never comes back).  Over
+a fault-injecting env, each episode gets its own view of it, whose failures depend
+on the episode alone (``faults.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.env.types import EnvClient, EnvClientWrapper, StepResult
+from shopsimrl.rollout.faults import FaultInjectingEnv
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
 
 if TYPE_CHECKING:
@@ -42,8 +45,9 @@ def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int | None = None
     turns = DEFAULT_MAX_TURNS if max_turns is None else max_turns
 
     async def run(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeResult:
+        episode_env = env.for_episode(f"{spec.rollout_id}/{spec.seed}") if isinstance(env, FaultInjectingEnv) else env
         return await run_episode(
-            MeteredEnv(env, meter),
+            MeteredEnv(episode_env, meter),
             policy,
             spec.task_id,
             rollout_id=spec.rollout_id,

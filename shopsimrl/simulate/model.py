@@ -106,6 +106,8 @@ class WorldParams:
         if self.directions:
             if self.clusters:
                 raise ValueError("directions and clusters are separate worlds: choose one")
+            if self.directions > self.prompts:
+                raise ValueError(f"directions must be within [2, prompts={self.prompts}], got {self.directions}")
             self.geometry()  # checks the direction constants (directions >= 2)
             if not 0.0 < self.majority_share < 1.0:
                 raise ValueError(f"majority_share must be within (0, 1), got {self.majority_share}")

@@ -8,6 +8,7 @@ Runs, on a CPU, against the user's own slime checkout, the checks the test suite
 - for each launcher configuration (``SELECTION`` x ``WAVES``), slime's real ``train()``
   loop with the launcher's argv: ``loop``, ``batch``, ``distinct``, ``replay``,
   ``selector``, ``metrics``, ``resume`` (see :mod:`shopsimrl.slime.harness.checks`);
+  with ``--async``, the same through slime's ``train_async.py`` (``ASYNC=1``);
 - ``launch``: ``--partial-rollout`` refused before slime starts;
 - ``episodes``: our generate hook inside slime's ``generate_and_rm_group`` against a
   scripted SGLang and a real env server, and slime's ``abort()`` mid-episode.
@@ -63,6 +64,8 @@ def register(commands: Any) -> None:
     check.add_argument("--full-size", action="store_true",
                        help="the launcher's own step (16 groups of 8) over 1,600 prompts, not the quicker 8 of 4; "
                             "prints the sampling figures the docs quote")
+    check.add_argument("--async", dest="asynchronous", action="store_true",
+                       help="also run every configuration through slime's asynchronous loop, train_async.py (ASYNC=1)")
     check.add_argument("--jobs", type=int_range(1, 4), default=2, help="configurations run at once (default 2)")
     check.add_argument("--timeout", type=number(above=0), default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                        help=f"each slime process's time limit; one still running then is killed and its checks fail "
@@ -167,7 +170,8 @@ def _check(src: Path, root: Path, args: argparse.Namespace, children: Children) 
     report = Report()
     outcome, imported = surface(src, root, children)
     report.add("surface", outcome, "slime's functions and classes are where ShopSim calls them")
-    names = [f"SELECTION={s} WAVES={w}: {check}" for s, w in CONFIGURATIONS for check in CHECKS]
+    loops = ("", " ASYNC=1") if args.asynchronous else ("",)
+    names = [f"SELECTION={s} WAVES={w}{loop}: {check}" for loop in loops for s, w in CONFIGURATIONS for check in CHECKS]
     figures: dict[str, dict[str, float]] = {}
     settings = LoopSettings.full_size() if args.full_size else LoopSettings()
     if not imported:
@@ -206,8 +210,9 @@ def _loop(src: Path, root: Path, args: argparse.Namespace, children: Children, s
     figures: dict[str, dict[str, float]] = {}
     pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        futures = [pool.submit(run_configuration, src, root / "loop", *config, settings, children=children)
-                   for config in CONFIGURATIONS]
+        loops = (settings, settings.asynchronous()) if args.asynchronous else (settings,)
+        futures = [pool.submit(run_configuration, src, root / "loop", *config, loop, children=children)
+                   for loop in loops for config in CONFIGURATIONS]
         for future in futures:
             result = future.result()
             figures[result.name] = result.figures

@@ -19,8 +19,9 @@ from shopsimrl.agent.episode import run_episode
 from shopsimrl.agent.heuristic import HeuristicPolicy
 from shopsimrl.cli import main
 from shopsimrl.env import wire
+from shopsimrl.env.answers import BadResponseError
 from shopsimrl.env.core import ShopSimEnv
-from shopsimrl.env.http_client import BadResponseError, HttpEnvClient
+from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.pool import EnvPool
 from shopsimrl.env.types import EnvUnavailableError
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import shopsimrl.io
-from shopsimrl.rollout.cli import main
+from shopsimrl.commands.rollout import main
 
 _MODE, _, _WHERE = os.environ.get("SHOPSIMRL_CRASH_AT", "").partition(":")
 _SUFFIX, _, _NTH = _WHERE.partition("@")

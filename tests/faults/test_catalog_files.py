@@ -65,18 +65,27 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_a_lock_link_next_to_a_damaged_catalog_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
-    cache = tmp_path / "cache"
-    catalog = build_catalog(PRODUCTS, 5, cache)
-    with open(catalog, "r+b") as handle:  # damaged, so the command must take the build lock
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A damaged catalog (so every command must take the build lock) beside a lock link to another file;
+    each command refuses without touching either, so the five share it."""
+    root = tmp_path_factory.mktemp("planted")
+    catalog = build_catalog(PRODUCTS, 5, root / "cache")
+    with open(catalog, "r+b") as handle:
         handle.seek(catalog.stat().st_size // 2)
         handle.write(b"\xff" * 64)
-    victim = tmp_path / "victim.txt"
+    victim = root / "victim.txt"
     victim.write_bytes(b"another user's data\n")
     lock = catalog.with_name(f".{catalog.name}.lock")
     lock.unlink(missing_ok=True)
     lock.symlink_to(victim)
+    return root / "cache", victim
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_lock_link_next_to_a_damaged_catalog_is_one_line_and_exit_2(tmp_path: Path, planted: tuple[Path, Path],
+                                                                      command: str) -> None:
+    cache, victim = planted
     args = [*COMMANDS[command], "--out", str(tmp_path / "out")] if command in ("rollout", "data-export") \
         else COMMANDS[command]
     done = _shopsimrl(*args, cache=cache)

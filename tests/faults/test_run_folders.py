@@ -96,8 +96,10 @@ def test_a_read_only_out_is_refused(tmp_path, rollouts, server):
 
 
 # -- a step cut short between two of its writes ------------------------------------------------------------------
-#: One episode at a time: two runs decide alike, so a resumed run can be compared with an uninterrupted one.
-ONE_AT_A_TIME = ["--episode-concurrency", "1"]
+#: One episode at a time: two runs decide alike, so a resumed run can be compared with an uninterrupted one; small
+#: steps (2 groups of 2 kept, waves of 4), as each crash costs a process.
+ONE_AT_A_TIME = ["--episode-concurrency", "1", "--rollout-batch-size", "2", "--n-samples-per-prompt", "2",
+                 "--over-sampling-batch-size", "4", "--global-batch-size", "4"]
 TIMED = ("seconds", "per_second")
 
 

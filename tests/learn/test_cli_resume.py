@@ -1,5 +1,5 @@
-"""``shopsimrl rollout --resume`` as a user runs it: a selector and adaptive waves resumed to the uninterrupted run,
-a parameter update gone NaN stopped before it is written, and one piece of advice for a folder without run.json."""
+"""``shopsimrl rollout --resume`` as a user runs it: a selector and adaptive waves, and injected faults, resumed to the
+uninterrupted run, a parameter update gone NaN stopped before it is written, and one piece of advice for a folder without run.json."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 
+from shopsimrl.commands import rollout as cli
 from shopsimrl.io import read_jsonl
 from shopsimrl.learn.defaults import STATE_FILE
-from shopsimrl.rollout import cli
 from shopsimrl.rollout.journal import MARKER
 
 COMMON = ["--products", "2000", "--view", "plain", "--no-timeline", "--learner", "grpo", "--eval-every", "2",
@@ -41,6 +41,22 @@ def test_a_selector_with_adaptive_waves_resumes_to_the_uninterrupted_run(tmp_pat
     for k in (1, 2, 3):
         assert batch(part, k) == batch(whole, k)
         assert (part / f"step-{k}" / "state.json").read_bytes() == (whole / f"step-{k}" / "state.json").read_bytes()
+
+
+def test_a_run_with_injected_faults_resumes_to_the_uninterrupted_run(tmp_path, cli_cache):
+    faults = ["--fault-rate", "0.02", "--eval-every", "5"]
+    assert rollout(tmp_path, "whole", *faults, "--steps", "2") == 0
+    assert rollout(tmp_path, "part", *faults, "--steps", "1") == 0
+    assert rollout(tmp_path, "part", *faults, "--steps", "2", "--resume") == 0
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert untimed(part) == untimed(whole)
+    injected = sorted(p.name for k in (1, 2) for p in (whole / f"step-{k}" / "traces").glob("*.json")
+                      if "injected_fault" in p.read_text())
+    assert injected  # faults were drawn, and the resumed run drew the same ones
+    assert injected == sorted(p.name for k in (1, 2) for p in (part / f"step-{k}" / "traces").glob("*.json")
+                              if "injected_fault" in p.read_text())
+    for k in (1, 2):
+        assert batch(part, k) == batch(whole, k)
 
 
 def test_an_update_that_makes_the_parameters_nan_stops_the_step_before_it_is_written(tmp_path, cli_cache, capsys,

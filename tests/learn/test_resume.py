@@ -71,7 +71,7 @@ def config(out: Path, name: str, steps: int, selection: Strategy | str = Strateg
                          selection=Strategy.parse(selection), waves=WaveMode.parse(waves))
 
 
-def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: str) -> Path:
+def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: Strategy | WaveMode) -> Path:
     """A run of ``steps`` steps (``resuming``: continue the folder as ``--resume`` does)."""
     cfg = config(out, name, steps, **modes)
     clusters = None if cfg.selection is Strategy.SEED and cfg.waves is WaveMode.FIXED else CLUSTERS
@@ -200,7 +200,10 @@ def test_resuming_after_each_step_equals_the_uninterrupted_run(tmp_path, selecti
     whole = run(tmp_path, "whole", 3, selection=selection, waves=waves)
     for steps in (1, 2, 3):
         part = run(tmp_path, "part", steps, resuming=steps > 1, selection=selection, waves=waves)
-    same_run(whole, part, 3)
+    same_run(whole, part, 3)  # the concentration figures included: they continue across each resume
+    rows = list(read_jsonl(part / "metrics.jsonl"))
+    concentration = [{k: v for k, v in row.items() if k.startswith("rollout/shopsim/concentration/")} for row in rows]
+    assert all(concentration) and concentration[-1] != concentration[0]
     config = json.loads((part / "run.json").read_text())
     assert config["steps"] == 3 and [r["from_step"] for r in config["resumed"]] == [2, 3]
 

@@ -95,6 +95,13 @@ def without(key: str) -> Callable[[dict], dict]:
     return lambda d: {k: v for k, v in d.items() if k != key}
 
 
+def swap_first_prompt(saved: dict) -> dict:
+    """The saved prompt source with its first prompt id renamed, wherever the source keeps its ids."""
+    text = json.dumps(saved)
+    first = json.loads((text.split('"prompt_ids": ', 1)[1]).split("]", 1)[0] + "]")[0]
+    return json.loads(text.replace(json.dumps(first), json.dumps(first + "-other")))
+
+
 def npz(**changes: object) -> Callable[[Path], None]:
     return lambda root: save_npz(root / "step-3" / STATE_FILE, **changes)
 
@@ -175,8 +182,8 @@ REFUSED: list[tuple[str, Callable[[Path], None], str, bool]] = [
           ("empty", write("step-3/policy.npz", b""), "is not a saved policy", "differs from what step 3 wrote"),
           ("garbage", write("step-3/policy.npz", os.urandom(300)), "is not a saved policy", "differs from"),
           ("missing", remove("step-3/policy.npz"), "policy.npz is missing", "policy.npz is missing"),
-          ("a directory", to_directory("step-3/policy.npz"), "is not a regular file", "policy.npz is missing"),
-          ("a symlink", to_symlink("step-3/policy.npz", "step-2/policy.npz"), "a symbolic link", "is missing"),
+          ("a directory", to_directory("step-3/policy.npz"), "is not a regular file", "policy.npz is not a regular file"),
+          ("a symlink", to_symlink("step-3/policy.npz", "step-2/policy.npz"), "a symbolic link", "is not a regular file"),
           ("of step 2", copy_file_of("step-2/policy.npz", "step-3/policy.npz"), "not by step 3", "differs from what step 3"),
           *[(f"without {key}", npz(**{key: None}), f"lacks {key}", "differs from") for key in
             ("theta", "names", "m", "v", "t", "lr")],
@@ -213,6 +220,10 @@ REFUSED: list[tuple[str, Callable[[Path], None], str, bool]] = [
     ("state.json without its selector model resealed", edit_json("step-3/state.json", lambda s: {
         **s, "prompt_source": {**s["prompt_source"], "evidence": without("model")(s["prompt_source"]["evidence"])}}),
      "state.json: 'model'", True),
+    ("state.json of other prompts resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": swap_first_prompt(s["prompt_source"])}), "other train tasks", True),
+    ("state.json of another version resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": {**s["prompt_source"], "version": 999}}), "version 999", True),
     # metrics.json and the markers
     ("metrics.json edited", edit_json("step-2/metrics.json", lambda m: {**m, "train/loss": 0.0}),
      "metrics.json differs", False),

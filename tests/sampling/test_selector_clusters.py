@@ -9,6 +9,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sampling.picker_script import drive
 
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import SkillModel
@@ -24,23 +25,6 @@ ACTIONS = st.lists(
     min_size=1,
     max_size=25,
 )
-
-
-def drive(sel: Picker, actions, trace: list) -> None:
-    """Run a script against the selector, checking k distinct prompts, none already in flight."""
-    for k, fates in actions:
-        k = min(k, len(sel) - len(sel.in_flight))
-        before = set(sel.in_flight)
-        got = sel.next_prompts(k)
-        assert len(set(got)) == k and not before & set(got)
-        trace.append(got)
-        for pid, fate in zip(sorted(sel.in_flight), fates):
-            if fate == "same":
-                sel.record(pid, [1.0] * 8)
-            elif fate == "varied":
-                sel.record(pid, [1.0, 0.0] * 4)
-            elif fate == "release":
-                sel.release(pid)
 
 
 def labelled(size: int, k: int, seed: int = 0, strategy: str = "spread", **kw) -> Picker:

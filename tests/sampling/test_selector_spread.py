@@ -9,10 +9,10 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sampling.picker_script import drive
 
 from shopsimrl.sampling.estimate import zero_spread_probability
 from shopsimrl.sampling.evidence import NotEnoughPromptsError, PromptStateError
-from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS, SpreadPicker
 
@@ -23,30 +23,6 @@ ACTIONS = st.lists(
     min_size=1,
     max_size=25,
 )
-
-
-def drive(sel: Picker, actions, trace: list | None = None) -> None:
-    """Run a script against the selector, checking the contract at every call."""
-    for k, fates in actions:
-        free = len(sel) - len(sel.in_flight)
-        if k > free:
-            with pytest.raises(NotEnoughPromptsError):
-                sel.next_prompts(k)
-            k = free
-        before = set(sel.in_flight)
-        got = sel.next_prompts(k)
-        assert len(got) == k
-        assert len(set(got)) == k, "k distinct prompts"
-        assert not before & set(got), "never a prompt already in flight"
-        if trace is not None:
-            trace.append(got)
-        for pid, fate in zip(sorted(sel.in_flight), fates):
-            if fate == "same":
-                sel.record(pid, [1.0] * 8)
-            elif fate == "varied":
-                sel.record(pid, [1.0, 0.0] * 4)
-            elif fate == "release":
-                sel.release(pid)
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,8 +6,8 @@
   import that blocks (killed at ``--timeout``), a ``train.py`` that exits early: no PASS for a
   check that did not run (before the fix an empty tree gave 24 PASS verdicts of 31, a blocking
   import hung the check for ever, an early exit ended in ``KeyError: 'trained'``);
-- SIGTERM and SIGINT stop the check, a real process: its children killed, its temporary
-  folder removed (before the fix SIGTERM left the folder behind).
+- SIGTERM stops the check, a real process: its children killed, its temporary folder removed
+  (before the fix it left the folder behind).
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from local_processes import alive
 from slime_harness import fake_slime
 
 from shopsimrl.cli import main
-from shopsimrl.slime.harness.checks import CHECKS
+from shopsimrl.slime.harness.checks import CHECKS, _same_state, check_feedback
 from shopsimrl.slime.harness.loop import CONFIGURATIONS, LoopSettings, run_configuration
 from shopsimrl.slime.harness.outcome import Status
 
@@ -107,8 +106,10 @@ def test_a_slime_that_exits_early_fails_with_the_reason(tmp_path):
     assert not result.passed and result.figures == {}
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_the_check_kills_slime_and_removes_its_folder(tmp_path, stop):
+def test_sigterm_stops_the_check_kills_slime_and_removes_its_folder(tmp_path):
+    """SIGTERM while slime's import blocks (tests/faults/test_slime_check_stops.py: SIGINT and SIGKILL too, while
+    the loop legs run)."""
+    stop = signal.SIGTERM
     tree = fake_slime.blocking_import(tmp_path / "slime")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -131,3 +132,34 @@ def test_a_signal_stops_the_check_kills_slime_and_removes_its_folder(tmp_path, s
     assert f"stopped by {stop.name}" in err and "Traceback" not in err, err
     assert list(scratch.iterdir()) == []
     assert not any(alive(pid) for pid in fake_slime.pids(tree))
+
+
+def leg_with(order: list[list], source: str = "shopsimrl.slime.data_source.SelectorDataSource") -> dict:
+    return {"status": 0, "trained": {"0": {}}, "args": {"data_source_path": source}, "feedback": order}
+
+
+def test_the_feedback_check_needs_step_ks_records_before_step_k_plus_2_picks():
+    in_time = [["hand", 0], ["record", 0], ["hand", 1], ["hand", 2], ["record", 1], ["hand", 3]]
+    assert check_feedback(leg_with(in_time)).status is Status.PASS
+    late = [["hand", 0], ["hand", 1], ["hand", 2], ["record", 0], ["record", 1]]  # step 0's feedback after step 2 picked
+    outcome = check_feedback(leg_with(late))
+    assert outcome.status is Status.FAIL and outcome.problems == ("step 0: feedback recorded after step 2 began picking",)
+    assert check_feedback(leg_with(in_time, source="slime.rollout.data_source.RolloutDataSourceWithBuffer")).status \
+        is Status.NOT_APPLICABLE
+    assert check_feedback(leg_with([])).status is Status.NOT_RUN
+    assert check_feedback({"status": None, "error": "exited early"}).status is Status.NOT_RUN
+
+
+def test_the_resume_check_compares_trained_prompt_counts_by_their_sum_only(tmp_path):
+    """Which prompts the concentration counts name follows slime's choice among groups that finished in one
+    event-loop turn, which differs between processes; their sum, and everything else, must be equal."""
+    def state(counts, records, name):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"selector": {"records": records, "concentration": {
+            "counts": counts, "epoch_prompts": sorted(i for i, _ in counts), "handed_out": 40, "epoch": 1}}}))
+        return path
+
+    full = state([[1, 2], [5, 1]], [[1, 0.5]], "full")
+    assert _same_state(full, state([[1, 2], [7, 1]], [[1, 0.5]], "tie"))  # another of the tied groups trained
+    assert not _same_state(full, state([[1, 2]], [[1, 0.5]], "lost"))  # a trained group lost
+    assert not _same_state(full, state([[1, 2], [5, 1]], [[1, 0.25]], "record"))  # a record differs

@@ -13,6 +13,8 @@ N/A where it does not apply:
   equal the replay's;
 - ``selector``: our data source has nothing in flight between steps and recorded every
   completed group (configurations with our data source);
+- ``feedback``: the selector's feedback from step k arrives before step k + 2's first pick
+  (what ``train_async.py``, which generates step k + 1 while step k trains, must still give);
 - ``metrics``: every documented key reaches the dict slime logs, for rollout and for eval;
 - ``resume``: the resumed run completes the same groups with the same outcomes each step and
   trains the same ones (up to slime's own choice among groups that finished in the same
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from shopsimrl.slime.harness.loop import LoopSettings
 
 #: The checks of one configuration, in the order they are reported.
-CHECKS = ("loop", "batch", "distinct", "replay", "selector", "metrics", "resume")
+CHECKS = ("loop", "batch", "distinct", "replay", "selector", "feedback", "metrics", "resume")
 
 
 def finished(leg: dict[str, Any] | None) -> bool:
@@ -217,6 +219,31 @@ def check_selector(leg: dict[str, Any]) -> Outcome:
     return Outcome.of(problems)
 
 
+def check_feedback(leg: dict[str, Any]) -> Outcome:
+    """The selector's feedback from step k (every group it recorded) arrives before step k + 2's first pick.
+
+    In ``train_async.py`` step k + 1 is generated while step k trains; step k's groups are recorded when its
+    rollout ends, so step k + 2 must already pick with them (``train.py``: step k + 1 does too).
+    """
+    if missing := _missing(leg):
+        return missing
+    if leg["args"].get("data_source_path") != "shopsimrl.slime.data_source.SelectorDataSource":
+        return Outcome.not_applicable("slime's own data source in this configuration: no selector of ours")
+    order = leg.get("feedback", [])
+    if not order:
+        return Outcome.not_run("the run recorded no hand-out or feedback order")
+    last_record: dict[int, int] = {}
+    first_hand: dict[int, int] = {}
+    for position, (kind, step) in enumerate(order):
+        if kind == "record":
+            last_record[step] = position
+        elif kind == "hand":
+            first_hand.setdefault(step, position)
+    problems = [f"step {step}: feedback recorded after step {step + 2} began picking" for step, position in
+                sorted(last_record.items()) if step >= 0 and first_hand.get(step + 2, len(order)) < position]
+    return Outcome.of(problems[:10])
+
+
 def documented_rollout_keys(selector: bool) -> set[str]:
     from shopsimrl.sampling import DROP_REASONS, dynamic_filter_drop_key
     from shopsimrl.sampling import metrics as m
@@ -273,7 +300,8 @@ def check_resume(legs: dict[str, dict[str, Any]], settings: LoopSettings, base: 
         again = {tuple(row[1:]) for row in resume["filtered"].get(key, [])}
         if completed != again:
             problems.append(f"step {step}: the resumed run completed other groups ({len(again - completed)} new, "
-                            f"{len(completed - again)} missing, e.g. {sorted(again ^ completed)[:1]})")
+                            f"{len(completed - again)} missing, e.g. {sorted(again ^ completed)[:1]})"
+                            + _one_step_ahead(full, resume, step))
             break
         a, b = set(trained_groups(full, key)), set(trained_groups(resume, key))
         # slime filters the groups that finished in one event-loop turn in the order of asyncio's done *set*, which
@@ -293,6 +321,19 @@ def check_resume(legs: dict[str, dict[str, Any]], settings: LoopSettings, base: 
     return Outcome.of(problems)
 
 
+def _tasks(leg: dict[str, Any], step: int) -> set[str]:
+    return {row[2] for row in leg["filtered"].get(str(step), [])}
+
+
+def _one_step_ahead(full: dict[str, Any], resume: dict[str, Any], step: int) -> str:
+    """Why, when the resumed run's step drew the prompts of the uninterrupted run's next step."""
+    if _tasks(resume, step) and _tasks(resume, step) == _tasks(full, step + 1):
+        return (f": it drew the prompts of the uninterrupted run's step {step + 1} (the data source's state saved "
+                f"with the checkpoint before step {step} was one step ahead; slime's train_async.py saves it after "
+                f"starting the next rollout), so step {step}'s prompts are skipped")
+    return ""
+
+
 def _in_shared_batches(leg: dict[str, Any], step: str) -> set[int]:
     """Groups of ``step`` that finished in the same event-loop turn as another group."""
     batches: dict[int, list[int]] = defaultdict(list)
@@ -303,11 +344,25 @@ def _in_shared_batches(leg: dict[str, Any], step: str) -> set[int]:
 
 def _same_state(a: Path, b: Path) -> bool:
     if a.suffix == ".json":
-        return json.loads(a.read_text()) == json.loads(b.read_text())
+        return _tie_free(json.loads(a.read_text())) == _tie_free(json.loads(b.read_text()))
     import pickle
 
     with open(a, "rb") as fa, open(b, "rb") as fb:
         return pickle.load(fa) == pickle.load(fb)
+
+
+def _tie_free(state: Any) -> Any:
+    """The data source's state without what follows slime's choice among groups that finished in one event-loop
+    turn (see :func:`check_resume`): which prompts the trained-prompt counts (``Concentration``) name.  Their sum,
+    the trained groups, stays; so does everything else, the selector's records of completed groups included."""
+    if isinstance(state, dict):
+        if {"counts", "epoch_prompts"} <= state.keys():
+            return {**{k: _tie_free(v) for k, v in state.items() if k not in ("counts", "epoch_prompts")},
+                    "trained_groups": sum(int(n) for _, n in state["counts"])}
+        return {k: _tie_free(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_tie_free(v) for v in state]
+    return state
 
 
 def checks(legs: dict[str, dict[str, Any]], waves: str, settings: LoopSettings, base: Path) -> dict[str, Outcome]:
@@ -318,6 +373,7 @@ def checks(legs: dict[str, dict[str, Any]], waves: str, settings: LoopSettings, 
         "distinct": check_distinct(full),
         "replay": check_replay(full, waves),
         "selector": check_selector(full),
+        "feedback": check_feedback(full),
         "metrics": check_metrics(full),
         "resume": check_resume(legs, settings, base),
     }

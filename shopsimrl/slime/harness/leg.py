@@ -1,4 +1,4 @@
-"""One leg: slime's real ``train()`` (its ``train.py``) run once, in this process, with the stand-ins; what it did goes to JSON.
+"""One leg: slime's real ``train()`` (its ``train.py``, or ``train_async.py`` with ``ASYNC=1``) run once, in this process, with the stand-ins; what it did goes to JSON.
 
 ``python -m shopsimrl.slime.harness.leg SPEC.json`` (the parent, :mod:`.loop`, writes the
 spec and reads ``spec["out"]``).  The argv is our launcher's (:class:`TrainConfig` from the
@@ -65,6 +65,7 @@ class Recorder:
         self.handed_out: dict[int, list[list[Any]]] = {}  # rollout id -> [[group_index, task], ...] (our data source)
         self.events: dict[int, list[list[Any]]] = {}  # rollout id -> ["hand", gi] / ["filter", batch, gi, verdict], in order
         self.recorded: dict[int, int] = {}  # rollout id -> groups the selector recorded (or released)
+        self.feedback: list[list[Any]] = []  # ["hand", rollout id] / ["record", rollout id], in the order they happened
         self.in_flight_after: dict[int, int] = {}
         self.logged: list[dict[str, Any]] = []
         self.args: dict[str, Any] = {}
@@ -99,6 +100,7 @@ class Recorder:
             "handed_out": {str(k): v for k, v in self.handed_out.items()},
             "events": {str(k): v for k, v in self.events.items()},
             "recorded": {str(k): v for k, v in self.recorded.items()},
+            "feedback": self.feedback,
             "in_flight_after": {str(k): v for k, v in self.in_flight_after.items()},
             "logged": self.logged,
             "episodes": [list(row) for row in EPISODES.rows],
@@ -141,6 +143,7 @@ def _observe(recorder: Recorder) -> None:
         rid = recorder.rollout_id()
         recorder.handed_out.setdefault(rid, []).extend([group[0].group_index, _task(group[0])] for group in groups)
         recorder.events.setdefault(rid, []).extend(["hand", group[0].group_index] for group in groups)
+        recorder.feedback.append(["hand", rid])
         return groups
 
     SelectorDataSource.get_samples = observed_get
@@ -155,6 +158,7 @@ def _observe(recorder: Recorder) -> None:
             if prompt_id in self.in_flight and not sweeping["on"]:
                 rid = recorder.rollout_id()
                 recorder.recorded[rid] = recorder.recorded.get(rid, 0) + 1
+                recorder.feedback.append(["record", rid])
             return _real(self, prompt_id, *args, **kwargs)
 
         setattr(PromptSelector, name, counted)
@@ -253,7 +257,7 @@ def run(spec: dict[str, Any]) -> int:
         argv: list[str] = []
         try:
             argv = launcher_argv(config, sglang.port, spec.get("extra", []))
-            namespace = runpy.run_path(str(Path(spec["slime_src"]) / "train.py"), run_name="slime_train")
+            namespace = runpy.run_path(str(Path(spec["slime_src"]) / config.train_script), run_name="slime_train")
             _observe(recorder)
             _capture_manager()
             sys.argv = ["train.py", *argv]
@@ -268,7 +272,7 @@ def run(spec: dict[str, Any]) -> int:
             error = "".join(traceback.format_exception(exc))
             status = 1
         result = recorder.as_dict()
-        result.update(status=status, error=error, seconds=time.perf_counter() - started, argv=argv,
+        result.update(status=status, error=error, seconds=time.perf_counter() - started, argv=argv, script=config.train_script,
                       generate_after_abort=sglang.generate_after_abort, abort_calls=sglang.abort_calls)
     from shopsimrl.io import atomic_write_text
 

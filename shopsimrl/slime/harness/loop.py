@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ from shopsimrl.slime.harness.outcome import Outcome
 SELECTIONS = STRATEGIES
 WAVES = WAVE_MODES
 CONFIGURATIONS = tuple((s, w) for s in SELECTIONS for w in WAVES)
+#: The launcher's variables for slime's asynchronous loop (``train_async.py``, which refuses colocation).
+ASYNC_ENV = {"ASYNC": "1", "COLOCATE": "0", "ROLLOUT_NUM_GPUS": "2"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,14 @@ class LoopSettings:
         """The launcher's own step (16 groups of 8, one wave of 16) over 1,600 prompts: for the figures."""
         return cls(tasks=1600, env={})
 
+    def asynchronous(self) -> LoopSettings:
+        """The same legs through slime's ``train_async.py`` (``ASYNC=1``)."""
+        return replace(self, env={**self.env, **ASYNC_ENV})
+
+    @property
+    def is_async(self) -> bool:
+        return self.env.get("ASYNC") == "1"
+
     @property
     def resume_from(self) -> int:
         """The last checkpoint before the crash: slime resumes one past it."""
@@ -62,10 +72,11 @@ class ConfigurationResult:
     legs: dict[str, dict[str, Any]]
     checks: dict[str, Outcome]
     figures: dict[str, float]
+    asynchronous: bool = False
 
     @property
     def name(self) -> str:
-        return f"SELECTION={self.selection} WAVES={self.waves}"
+        return f"SELECTION={self.selection} WAVES={self.waves}" + (" ASYNC=1" if self.asynchronous else "")
 
     @property
     def passed(self) -> bool:
@@ -129,7 +140,7 @@ def run_configuration(slime_src: Path, root: Path, selection: str, waves: str,
     settings = settings or LoopSettings()
     children = children or Children()
     paths = prepare(root, settings)
-    base = root / f"{selection}-{waves}"
+    base = root / f"{selection}-{waves}{'-async' if settings.is_async else ''}"
     extra = harness_args(paths, settings)
     results: dict[str, dict[str, Any]] = {}
     if "full" in legs:
@@ -140,7 +151,7 @@ def run_configuration(slime_src: Path, root: Path, selection: str, waves: str,
         results["crash"] = run_leg(slime_src, base / "crashed", env, extra, crash_at=settings.crash_at, children=children)
         if "resume" in legs:
             results["resume"] = run_leg(slime_src, base / "crashed", env, extra, children=children)
-    result = ConfigurationResult(selection, waves, results, {}, {})
+    result = ConfigurationResult(selection, waves, results, {}, {}, settings.is_async)
     result.checks = checks(results, waves, settings, base)
     result.figures = figures(results.get("full", {}))
     return result

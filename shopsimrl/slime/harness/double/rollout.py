@@ -41,6 +41,9 @@ from typing import Any
 
 import httpx
 
+#: slime's abort waits on its HTTP calls without limit (``httpx.Timeout(None)``); a test must not.
+HTTP_TIMEOUT_SECONDS = 30.0
+
 
 @dataclass
 class Sample:
@@ -138,7 +141,7 @@ async def abort(args: Any, rollout_id: int, retry_seconds: float = 3.0) -> list[
     state = GenerateState(args)
     assert not state.aborted
     state.aborted = True
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_SECONDS) as http:
         router = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
         workers = (await http.get(f"{router}/workers")).json()["workers"]
         for worker in workers:
