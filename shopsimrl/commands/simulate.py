@@ -15,7 +15,7 @@ from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
 
 EXIT_OK = 0
 WORLDS = ("calibrated", "learner")
-DEFAULT_STEPS = {"calibrated": 80, "learner": 30}
+DEFAULT_STEPS = 80  # the calibrated world's; the learner world's run is the benchmark's (calibrate_learner.STEPS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -78,7 +78,10 @@ def handle(args: argparse.Namespace) -> int:
     from shopsimrl.simulate.model import DIRECTION_FIELDS, WorldParams
 
     if args.steps is None:
-        args.steps = DEFAULT_STEPS[args.world]
+        # the learner world's default run length is its fit's (loaded with it)
+        from shopsimrl.simulate.calibrate_learner import STEPS as LEARNER_STEPS
+
+        args.steps = LEARNER_STEPS if args.world == "learner" else DEFAULT_STEPS
     if args.timeline_step is None:
         args.timeline_step = max(1, args.steps // 2)
     if args.steps < 1 or not 1 <= args.timeline_step <= args.steps:

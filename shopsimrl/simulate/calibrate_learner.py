@@ -32,12 +32,14 @@ from dataclasses import replace
 from statistics import median
 from typing import Any
 
+from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
 
 TUNING_SEEDS = (100, 101, 102, 103, 104)
-STEPS = 30  # the benchmark's steps
 PROMPTS = 160  # train tasks of the --products 2000 catalog
+EPOCHS = 6  # the benchmark walks them about six times ...
+STEPS = EPOCHS * PROMPTS // DEFAULT_OVER_SAMPLING_BATCH_SIZE  # ... at 32 starts per step: its 30 steps
 SAMPLES = 16  # episodes per task behind each measured success
 EXPLORATION_STEPS = 10  # the trained kinds are compared after the selector's exploration
 #: The strategies whose figures are fitted (the new rule is predicted, not fitted).
