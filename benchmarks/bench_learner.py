@@ -29,7 +29,7 @@ from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.learn.learner import GrpoLearner
 from shopsimrl.learn.policy import LinearPolicy
 from shopsimrl.rollout import RolloutConfig, run_rollout
-from shopsimrl.rollout.runner import agent_runner
+from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.sampling import SamplingKnobs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "learner.json"

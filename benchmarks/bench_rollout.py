@@ -115,7 +115,7 @@ def bench_zero_cost_steps(steps: int, knobs: SamplingKnobs) -> dict[str, float]:
 
 async def _env_steps(client: Any, steps: int, knobs: SamplingKnobs, concurrency: int) -> tuple[Any, float]:
     from shopsimrl.agent import make_policy
-    from shopsimrl.rollout.runner import agent_runner
+    from shopsimrl.rollout.episode_runner import agent_runner
 
     with tempfile.TemporaryDirectory() as tmp:
         config = RolloutConfig(knobs=knobs, steps=steps, out=Path(tmp), name="bench", episode_concurrency=concurrency)

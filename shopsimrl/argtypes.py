@@ -4,7 +4,8 @@ A bad value then costs one line on stderr and exit 2 before any work starts, and
 every command words it the same way: ``shopsimrl env build: error: argument
 --products: must be an integer within 10..1000000, got 5``.  Checks that need
 several options at once stay in the commands; this module holds the ones a single
-value can fail.  It imports only the standard library, so ``--help`` stays fast.
+value can fail.  It imports only the standard library and ``shopsimrl.io`` (itself standard library
+only), so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
+
+from shopsimrl.io import printable
 
 MAX_PORT = 65535
 MAX_INPUT_BYTES = 64 * 2**20  # a file read whole (a replay supply): larger is not what the option means
@@ -45,11 +48,14 @@ class DeprecatedFlag(argparse.Action):
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (argparse prints the whole usage first).
 
-    Sub-command parsers inherit the class from the top parser, so setting it there covers them all.
+    Sub-command parsers inherit the class from the top parser, so setting it there covers them all.  The
+    message carries what the user typed (a path, a value): it goes through :func:`shopsimrl.io.printable`, so
+    a control character in a folder name is shown as ``\\xNN`` and never reaches the terminal as one.
     """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        prog = printable(self.prog, limit=200)
+        self.exit(2, f"{prog}: error: {printable(message, limit=2000)} (see {prog} --help)\n")
 
 
 def _bad(message: str) -> NoReturn:

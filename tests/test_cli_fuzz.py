@@ -318,6 +318,26 @@ def test_a_real_process_prints_one_line_and_exits_2() -> None:
     assert done.stdout == ""
 
 
+ESCAPES = "run\x1b]0;owned\x07\x1b[2J\x9b31m"  # a window title, clear screen, a C1 CSI: each must show as text
+
+
+@pytest.mark.parametrize("argv", [["compare", "@file"], ["compare", "@missing"], ["env", "build", "--cache-dir", "@sub"],
+                                  ["compare", "@run", "--chart", "@file/c.png"]], ids=str)
+def test_an_escape_sequence_in_a_folder_name_reaches_the_terminal_as_text(capsys, tmp_path, argv) -> None:
+    """The parser's one line quotes the user's path; its control characters are shown as ``\\xNN``."""
+    file = tmp_path / ESCAPES
+    file.write_text("not a folder")
+    (tmp_path / "run").mkdir()
+    paths = {"@file": str(file), "@missing": str(tmp_path / ESCAPES / "gone"), "@sub": str(file / "sub"),
+             "@run": str(tmp_path / "run"), "@file/c.png": str(file / "c.png")}
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([paths.get(a, a) for a in argv])
+    assert exited.value.code == 2
+    line = _one_line(capsys.readouterr().err)
+    assert not any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in line), repr(line)
+    assert "run\\x1b]0;owned\\x07\\x1b[2J\\x9b31m" in line, line
+
+
 def test_the_same_server_under_two_names_is_refused_and_distinct_ones_pass() -> None:
     from shopsimrl.argtypes import server_urls
 

@@ -11,7 +11,8 @@ HEAVY = ("torch", "ray", "sglang", "slime", "transformers", "wandb", "matplotlib
 @pytest.mark.parametrize(
     "module",
     ["shopsimrl", "shopsimrl.sampling", "shopsimrl.cli", "shopsimrl.env", "shopsimrl.agent", "shopsimrl.rollout",
-     "shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.env.pool", "shopsimrl.env.cluster",
+     "shopsimrl.slime_runtime", "shopsimrl.slime_metrics", "shopsimrl.env.pool", "shopsimrl.env.pool_health",
+     "shopsimrl.env.ray_servers",
      "shopsimrl.env.auth", "shopsimrl.learn", "shopsimrl.learn.connect", "shopsimrl.commands.compare"],
 )
 def test_import_loads_no_heavy_dependency(module):

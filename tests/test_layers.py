@@ -1,7 +1,7 @@
 """The package's layers: each part imports only the parts below it, no import circles, short modules.
 
 The import graph is read from the source (``ast``), every ``import`` counted, those inside functions
-too (only ``if TYPE_CHECKING:`` blocks are not imports at run time).  The floors, lowest first,
+too (only ``if TYPE_CHECKING:`` blocks are not imports at run time); an import inside a function says why.  The floors, lowest first,
 are ``FLOORS``; the command layer (``shopsimrl/commands/``, ``shopsimrl/cli.py``) sits above
 every part.  A known exception names its issue and fails once it is gone, so the list only shrinks.
 """
@@ -33,9 +33,19 @@ MAX_LINES = 450
 MAX_COMMAND_LINES = 250
 #: modules over MAX_LINES today, and the round that splits them
 KNOWN_LONG: dict[str, str] = {
-    "env/pool.py": "not split yet",
-    "env/server.py": "not split yet",
     "slime/launch.py": "not split yet",
+}
+#: modules with imports inside functions that do not yet say why (each was being edited elsewhere when the
+#: rule grew from the command layer to the whole package); a module leaves the list once all of its say why
+KNOWN_SILENT_LAZY: dict[str, str] = {
+    name: "round 2: under edit elsewhere" for name in (
+        "agent/openai_policy.py", "env/build.py", "env/store.py", "learn/compare.py", "learn/resume.py",
+        "rollout/handover.py", "rollout/journal.py", "slime/check.py", "slime/generate.py", "slime/launch.py",
+        "slime/harness/checks.py", "slime/harness/children.py", "slime/harness/double/stand_ins.py",
+        "slime/harness/double/training_actor.py", "slime/harness/episodes.py", "slime/harness/leg.py",
+        "slime/harness/loop.py", "slime/harness/scripted_sglang.py", "slime/harness/surface.py",
+        "slime/harness/workspace.py",
+    )
 }
 
 
@@ -152,23 +162,52 @@ def test_the_graph_reader_sees_imports_inside_functions() -> None:
     assert ("shopsimrl.slime.launch", True) in {(name, inside) for name, _, inside in found}
 
 
-def test_every_import_inside_a_command_function_says_why() -> None:
-    """In the command layer an import inside a function has a comment on its line or just above it."""
+def _silent_lazy_imports(path: Path) -> list[int]:
+    """The lines of ``path``'s imports inside a function with no comment on their line or just above them
+    (above a block of imports, the block's first one)."""
     silent = []
-    for module, path in MODULES.items():
-        if _part(module) not in ("commands", "cli"):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for _name, line, inside in _imports(path, every=True):
+        if not inside:
             continue
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for _name, line, inside in _imports(path, every=True):
-            if not inside:
-                continue
-            above = line - 1
-            while above > 0 and (not lines[above - 1].strip() or lines[above - 1].lstrip().startswith(("from ", "import ", ")"))
-                                 or lines[above - 1].startswith(" " * 8) and lines[above - 1].strip().endswith(",")):
-                above -= 1
-            if "#" not in lines[line - 1] and not lines[above - 1].lstrip().startswith("#"):
-                silent.append(f"{path.relative_to(PACKAGE)}:{line}")
-    assert not silent, f"imports inside functions without a stated reason: {silent}"
+        above = line - 1
+        while above > 0 and (not lines[above - 1].strip() or lines[above - 1].lstrip().startswith(("from ", "import ", ")"))
+                             or lines[above - 1].startswith(" " * 8) and lines[above - 1].strip().endswith(",")):
+            above -= 1
+        if "#" not in lines[line - 1] and not lines[above - 1].lstrip().startswith("#"):
+            silent.append(line)
+    return silent
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    """An import inside a function has a comment on its line or just above it saying why it is not at the top
+    (a heavy or optional library, slime's own code, a cycle)."""
+    silent = {}
+    for path in MODULES.values():
+        lines = _silent_lazy_imports(path)
+        if lines:
+            silent[str(path.relative_to(PACKAGE))] = lines
+    unknown = {name: lines for name, lines in silent.items() if name not in KNOWN_SILENT_LAZY}
+    assert not unknown, f"imports inside functions without a stated reason: {unknown}"
+    gone = KNOWN_SILENT_LAZY.keys() - silent.keys()
+    assert not gone, f"every import inside a function says why: remove {sorted(gone)} from KNOWN_SILENT_LAZY"
+
+
+def test_the_command_layer_has_no_silent_import_in_a_function() -> None:
+    assert not [name for name in KNOWN_SILENT_LAZY if name.startswith("commands/") or name == "cli.py"]
+
+
+def test_the_silent_import_reader_sees_a_silent_import_and_a_stated_reason(tmp_path: Path) -> None:
+    """The reader itself, on a module of three functions: a bare import is silent, a commented one and one
+    inside a commented block are not."""
+    path = tmp_path / "example.py"
+    path.write_text(
+        "import json\n\n\n"
+        "def bare():\n    import csv\n\n\n"
+        "def said():\n    import zlib  # a reason\n\n\n"
+        "def block():\n    # a reason for the block\n    import bz2\n    import lzma\n",
+        encoding="utf-8")
+    assert _silent_lazy_imports(path) == [5]
 
 
 def test_modules_are_short() -> None:

@@ -51,10 +51,12 @@ _LAZY = {
 def make_policy(name: str, **options: Any) -> Policy:
     """Build a policy by name; unknown options raise ``TypeError`` naming them."""
     if name == "heuristic":
+        # only the policy asked for is loaded
         from shopsimrl.agent.heuristic import HeuristicPolicy
 
         return HeuristicPolicy(**options)
     if name == "openai":
+        # only the policy asked for is loaded
         from shopsimrl.agent.openai_policy import OpenAIPolicy
 
         return OpenAIPolicy(**options)

@@ -31,7 +31,7 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from shopsimrl.learn.compare import draw, read_run, table_rows
+    from shopsimrl.learn.compare import draw, left_out_notes, read_run, table_rows
 
     curves = [read_run(run) for run in args.runs]  # a file that is not a run's: BadFileError, a refusal
     empty = [c.name for c in curves if not c.points]
@@ -46,6 +46,8 @@ def handle(args: argparse.Namespace) -> int:
         table.add_row(*(_cell(column, value) for column, value in row.items()))
     console = Console(width=160)
     console.print(table)
+    for note in left_out_notes(curves):
+        console.print(note, markup=False, highlight=False)
     console.print(f"chart: {printable(draw(curves, args.chart), limit=1000)}", markup=False, highlight=False)
     return EXIT_OK
 

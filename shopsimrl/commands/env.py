@@ -1,7 +1,7 @@
 """``shopsimrl env build | serve | play | ray-serve``: the ShopSim environment on the command line.
 
 ``serve`` runs in ``env_serve.py``; ``ray-serve``'s options and handler live with the Ray code
-(``env/cluster.py``); the catalog options and loading are shared (``catalog.py``).  The server,
+(``env/ray_servers.py``); the catalog options and loading are shared (``catalog.py``).  The server,
 rich and the terminal player load only when their command runs, so ``shopsimrl --help`` stays fast.
 """
 
@@ -17,7 +17,6 @@ from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.commands.env_serve import serve_command
 from shopsimrl.commands.limits import MAX_SERVER_PROCESSES, WHY_PROCESSES
 from shopsimrl.env.build import CatalogError, build_catalog, catalog_path, verify_catalog
-from shopsimrl.env.cluster import register as register_ray_serve
 from shopsimrl.env.defaults import (
     DEFAULT_ACTION_LIMIT,
     DEFAULT_HOST,
@@ -27,6 +26,7 @@ from shopsimrl.env.defaults import (
     KEEP_ALIVE,
     MAX_SLOTS,
 )
+from shopsimrl.env.ray_servers import register as register_ray_serve
 from shopsimrl.env.store import CatalogStore
 from shopsimrl.errors import UsageError
 

@@ -30,11 +30,11 @@ from shopsimrl.learn.connect import make_learning_policy
 from shopsimrl.learn.connect import run_fields as learning_fields
 from shopsimrl.learn.connect import start as start_learning
 from shopsimrl.rollout.clusters import task_categories
+from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.faults import FaultInjectingEnv
 from shopsimrl.rollout.outputs import RunDirError, RunPaths, prepare_run_dir
 from shopsimrl.rollout.report import concentration_summary
 from shopsimrl.rollout.run import RolloutConfig, run_rollout
-from shopsimrl.rollout.runner import agent_runner
 from shopsimrl.rollout.tracking import WandbLogger
 from shopsimrl.rollout.view import RolloutView
 from shopsimrl.sampling import SamplingKnobs, TooManyTechnicalFailures

@@ -133,7 +133,7 @@ _UNAUTHORIZED_BODY = json.dumps({"error": {"code": UNAUTHORIZED_CODE,
 
 class BearerTokenMiddleware:
     """Pure ASGI middleware (no per-request task, unlike Starlette's BaseHTTPMiddleware), outermost: it runs
-    before :class:`~shopsimrl.env.server.RequestLimits` reads the body.
+    before :class:`~shopsimrl.env.request_limits.RequestLimits` reads the body.
 
     Every HTTP request but those to :data:`OPEN_PATHS` must carry the token; others get 401
     ``{"error": {"code": "unauthorized", ...}}`` with ``WWW-Authenticate: Bearer``.

@@ -16,21 +16,17 @@ A run that outgrows one server process spreads its episodes over several
   mid-way is repeated once (a repeated release is harmless: 409 when the first
   one landed), so a dropped connection does not leave a slot leased.
 * **Failure.** A server that refuses connections is marked down: it gets no new
-  resets, its own episodes fail (technical) while the others go on, and its
-  ``/healthz`` is retried after a back-off (doubling up to ``max_backoff``).  A
-  reset whose connection was refused never reached its server, so it is tried on
-  another one.  A call that broke mid-way (read error, timeout) fails alone and
-  triggers an immediate ``/healthz`` check, which decides.
+  resets, its own episodes fail (technical) while the others go on.  A reset whose
+  connection was refused never reached its server, so it is tried on another one.
 * **Silence.** A server whose ``/healthz`` has gone unanswered for ``silent_after``
-  seconds (a stopped or hung process: nothing refuses, nothing answers) gets no new
-  resets while another server answers; at most ``refresh_interval + silent_after``
-  (1.5 s by default) after it stops.  Its own episodes are not moved: their calls
-  fail (technical) after the client timeout.  When every server up is silent (a
-  machine too busy to answer in time), placement goes on over all of them.
-* **Same shop everywhere.** Before the first call, every server's fingerprint
-  (env/fingerprint.py) is compared with the first one's; a mix is refused with a
-  message naming the server that differs.  A server that comes back with another
-  fingerprint stays out.
+  seconds gets no new resets while another server answers; at most
+  ``refresh_interval + silent_after`` (1.5 s by default) after it stops.  Its own
+  episodes are not moved: their calls fail (technical) after the client timeout.
+  When every server up is silent (a machine too busy to answer in time), placement
+  goes on over all of them.
+
+How a server is judged up, down, silent or of another shop (back-off, ``/healthz``
+checks, fingerprints) is env/pool_health.py.
 """
 
 from __future__ import annotations
@@ -39,17 +35,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
-from shopsimrl.env.answers import check_healthz, read_capped
-from shopsimrl.env.auth import UNAUTHORIZED_CODE, bearer_headers
 from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
-from shopsimrl.env.fingerprint import fingerprint_differences
 from shopsimrl.env.http_client import HttpEnvClient
+from shopsimrl.env.pool_health import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_BACKOFF,
+    DEFAULT_PROBE_TIMEOUT,
+    DEFAULT_SILENT_AFTER,
+    FingerprintMismatchError,
+    HealthProber,
+    PoolServer,
+    never_reached,
+)
 from shopsimrl.env.types import (
     EnvError,
     EnvUnavailableError,
@@ -59,25 +59,15 @@ from shopsimrl.env.types import (
     StepResult,
     Task,
 )
-from shopsimrl.errors import Refusal
+
+__all__ = ["EnvPool", "FingerprintMismatchError", "make_env_client", "parse_env_urls"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_REFRESH_INTERVAL = 1.0
-DEFAULT_BACKOFF = 1.0
-DEFAULT_MAX_BACKOFF = 30.0
-DEFAULT_PROBE_TIMEOUT = 2.0
-DEFAULT_SILENT_AFTER = 0.5  # seconds a /healthz may go unanswered before new resets go elsewhere
-PROBE_TIMEOUTS_TO_DOWN = 3
 _UNKNOWN_LEASE = "unknown or released lease id (not issued through this env pool)"
 
 ClientFactory = Callable[[str], Any]
-
-
-class FingerprintMismatchError(Refusal, EnvError):
-    """Two env servers serve different catalogs, task sets or action limits."""
-
-    code = "fingerprint_mismatch"
 
 
 def parse_env_urls(value: str | Sequence[str]) -> list[str]:
@@ -94,33 +84,6 @@ def parse_env_urls(value: str | Sequence[str]) -> list[str]:
     if repeated:
         raise ValueError(f"env server URL given twice: {', '.join(repeated)} (its slots would be counted twice)")
     return urls
-
-
-@dataclass(eq=False)
-class _Server:
-    url: str
-    client: Any
-    slots: int = 0
-    others: int = 0  # leases held by other clients at the last /healthz
-    ours: int = 0  # our leases on it, resets in flight included
-    up: bool = True
-    failures: int = 0  # consecutive failed contacts: the back-off doubles with each
-    slow_probes: int = 0  # consecutive /healthz probes that timed out
-    unanswered_since: float | None = None  # when the oldest /healthz probe still without an answer was sent
-    check: asyncio.Task[None] | None = None  # a /healthz check started by a failed call
-    retry_at: float = 0.0
-    excluded: str | None = None  # a reason it may never come back (another fingerprint)
-    last_error: str | None = None
-    episodes: int = 0  # resets it granted us
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def free(self) -> int:
-        return self.slots - self.others - self.ours
-
-    def silent(self, now: float, after: float) -> bool:
-        """Has a /healthz probe gone unanswered for more than ``after`` seconds?"""
-        return self.unanswered_since is not None and now - self.unanswered_since > after
 
 
 class EnvPool:
@@ -141,18 +104,14 @@ class EnvPool:
         self.token = token
         self.slot_timeout = slot_timeout
         self.refresh_interval = refresh_interval
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.silent_after = silent_after
-        self.probe_timeout = probe_timeout
         # Each server carries 1/n of the load: fewer connection-pool shards each (HttpEnvClient's docstring).
         shards = max(4, 32 // len(self.urls))
         factory = client_factory or (lambda url: HttpEnvClient(url, timeout, slot_timeout=slot_timeout, token=token,
                                                                shards=shards))
-        self._servers = [_Server(url, factory(url)) for url in self.urls]
-        self._probe = httpx.AsyncClient(timeout=httpx.Timeout(probe_timeout), headers=bearer_headers(token))
-        self._leases: dict[str, _Server] = {}
-        self._reference: dict[str, Any] | None = None
+        self._servers = [PoolServer(url, factory(url)) for url in self.urls]
+        self._health = HealthProber(token=token, probe_timeout=probe_timeout, backoff=backoff, max_backoff=max_backoff)
+        self._leases: dict[str, PoolServer] = {}
         self._changed: asyncio.Condition | None = None
         self._start_lock: asyncio.Lock | None = None
         self._refresher: asyncio.Task[None] | None = None
@@ -174,63 +133,8 @@ class EnvPool:
                 return
             if self._closed:
                 raise EnvError("the env pool is closed", code="env_closed")
-            bodies = await asyncio.gather(*(self._healthz(s) for s in self._servers), return_exceptions=True)
-            unreachable = [f"{s.url} ({b})" for s, b in zip(self._servers, bodies) if isinstance(b, BaseException)]
-            if unreachable:
-                raise EnvUnavailableError("env server(s) not answering /healthz: " + "; ".join(unreachable))
-            first = self._servers[0]
-            for server, body in zip(self._servers, bodies):
-                assert isinstance(body, dict)
-                fingerprint = body.get("fingerprint")
-                if not isinstance(fingerprint, dict):
-                    raise FingerprintMismatchError(
-                        f"env server {server.url} reports no fingerprint in /healthz: it runs an older shopsimrl; "
-                        f"run the same version on every server")
-                server.fingerprint = fingerprint
-                if self._reference is None:
-                    self._reference = fingerprint
-                differences = fingerprint_differences(self._reference, fingerprint)
-                if differences:
-                    raise FingerprintMismatchError(
-                        f"env server {server.url} serves another shop than {first.url} "
-                        f"({'; '.join(differences)}): start every server with the same --products, --seed, "
-                        f"--tasks and --action-limit")
-                self._apply_health(server, body)
-            for server in self._servers:  # in order, so the first server that refuses is the one named
-                await self._check_token(server)
+            await self._health.admit(self._servers)
             self._refresher = asyncio.create_task(self._refresh_forever(), name="shopsim-env-pool-refresh")
-
-    async def _healthz(self, server: _Server) -> dict[str, Any]:
-        """The server's ``/healthz``, size-capped and type-checked (:class:`BadResponseError` otherwise)."""
-        try:
-            status, body = await asyncio.wait_for(read_capped(
-                self._probe, self._probe.build_request("GET", f"{server.url}/healthz")), 2 * self.probe_timeout)
-        except httpx.HTTPError as exc:
-            raise EnvUnavailableError(f"{type(exc).__name__}: {exc}") from exc
-        except asyncio.TimeoutError:  # an answer dripping in: as slow as one that never comes
-            slow = httpx.ReadTimeout(f"no whole /healthz answer within {2 * self.probe_timeout:.1f}s")
-            raise EnvUnavailableError(f"ReadTimeout: {slow}") from slow
-        if status != 200:
-            raise EnvUnavailableError(f"/healthz answered HTTP {status}")
-        return check_healthz(body)
-
-    async def _check_token(self, server: _Server) -> None:
-        """An authenticated call (``/healthz`` is open), so a wrong token fails here, not in every episode."""
-        try:
-            status, _body = await read_capped(self._probe, self._probe.build_request(
-                "GET", f"{server.url}/tasks", params={"split": "val"}))
-        except httpx.HTTPError as exc:
-            raise EnvUnavailableError(f"env server {server.url}: {type(exc).__name__}: {exc}") from exc
-        if status == 401:
-            what = "a wrong token" if self.token else "no token"
-            raise EnvError(f"env server {server.url} refuses {what} (HTTP 401): give the servers' shared token "
-                           f"(--env-token-file or $SHOPSIM_ENV_TOKEN)", code=UNAUTHORIZED_CODE)
-
-    def _apply_health(self, server: _Server, body: dict[str, Any]) -> None:
-        """``body``: a checked ``/healthz`` answer (slot counts are whole numbers >= 0)."""
-        server.slots = int(body["slots"])
-        # Resets of ours still in flight are not leased there yet: never count below zero.
-        server.others = max(0, int(body.get("leased") or 0) - server.ours)
 
     # -- the background refresh ---------------------------------------------------------------------
     async def _refresh_forever(self) -> None:
@@ -245,63 +149,8 @@ class EnvPool:
         """Read ``/healthz`` of every server that is up or due for a retry; revive or mark down."""
         now = time.monotonic()
         due = [s for s in self._servers if s.excluded is None and (s.up or now >= s.retry_at)]
-        await asyncio.gather(*(self._probe_one(s) for s in due))
+        await asyncio.gather(*(self._health.probe_one(s) for s in due))
         await self._notify()
-
-    async def _probe_one(self, server: _Server) -> None:
-        if server.unanswered_since is None:
-            server.unanswered_since = time.monotonic()  # kept until an answer comes: see _Server.silent
-        try:
-            body = await self._healthz(server)
-        except EnvUnavailableError as exc:
-            # A slow answer from a busy server is not a dead server: only a refused connection, an
-            # error answer or PROBE_TIMEOUTS_TO_DOWN slow answers in a row take it out of placement
-            # (until then a silent server only gets no new resets while another one answers).
-            slow = isinstance(exc.__cause__, httpx.TimeoutException)
-            server.slow_probes = server.slow_probes + 1 if slow else 0
-            if not slow:
-                server.unanswered_since = None
-            if not slow or not server.up or server.slow_probes >= PROBE_TIMEOUTS_TO_DOWN:
-                self._mark_down(server, exc)
-            return
-        server.slow_probes = 0
-        server.unanswered_since = None
-        fingerprint = body.get("fingerprint")
-        differences = (fingerprint_differences(self._reference or {}, fingerprint)
-                       if isinstance(fingerprint, dict) else ["no fingerprint"])
-        if differences:
-            server.excluded = "another fingerprint: " + "; ".join(differences)
-            server.up = False
-            log.error("env server %s came back serving another shop (%s): it gets no more episodes",
-                      server.url, server.excluded)
-            return
-        self._apply_health(server, body)
-        if not server.up:
-            log.warning("env server %s is back after %d failed contact(s)", server.url, server.failures)
-        server.up, server.failures, server.last_error = True, 0, None
-
-    def _failed(self, server: _Server, error: EnvUnavailableError) -> None:
-        """A call to ``server`` failed in transport: out at once if it refused the connection, else check it now.
-
-        A request that broke mid-way (a read error, a timeout) is also what a keep-alive race or
-        an overloaded server produce: one such failure must not take a live server out, so its
-        ``/healthz`` decides (a dead one refuses the connection there too).
-        """
-        server.last_error = f"{type(error).__name__}: {error}"
-        if _never_reached(error):
-            self._mark_down(server, error)
-        elif server.up and (server.check is None or server.check.done()):
-            server.check = asyncio.create_task(self._probe_one(server), name=f"shopsim-env-pool-check {server.url}")
-
-    def _mark_down(self, server: _Server, error: BaseException) -> None:
-        server.failures += 1
-        delay = min(self.max_backoff, self.backoff * 2 ** (server.failures - 1))
-        server.retry_at = time.monotonic() + delay
-        server.last_error = f"{type(error).__name__}: {error}"
-        if server.up:
-            log.warning("env server %s is down (%s); its episodes fail, the others go on; retry in %.1fs",
-                        server.url, server.last_error, delay)
-        server.up = False
 
     async def _notify(self) -> None:
         if self._changed is not None:
@@ -309,7 +158,7 @@ class EnvPool:
                 self._changed.notify_all()
 
     # -- placement ------------------------------------------------------------------------------------
-    async def _place(self, skip: set[_Server], deadline: float | None) -> _Server:
+    async def _place(self, skip: set[PoolServer], deadline: float | None) -> PoolServer:
         """The up server with the most free slots (not in ``skip``); waits while every one is full."""
         assert self._changed is not None
         async with self._changed:
@@ -338,7 +187,7 @@ class EnvPool:
     def _describe_down(self) -> str:
         return "; ".join(f"{s.url}: {s.excluded or s.last_error or 'down'}" for s in self._servers)
 
-    async def _release_slot(self, server: _Server) -> None:
+    async def _release_slot(self, server: PoolServer) -> None:
         server.ours -= 1
         await self._notify()
 
@@ -346,15 +195,15 @@ class EnvPool:
     async def reset(self, task_id: str) -> ResetResult:
         await self.start()
         deadline = None if self.slot_timeout is None else time.monotonic() + self.slot_timeout
-        refused: set[_Server] = set()
+        refused: set[PoolServer] = set()
         while True:
             server = await self._place(refused, deadline)
             try:
                 result: ResetResult = await server.client.reset(task_id)
             except EnvUnavailableError as exc:
                 await self._release_slot(server)
-                self._failed(server, exc)
-                if _never_reached(exc):
+                self._health.failed(server, exc)
+                if never_reached(exc):
                     refused.add(server)  # nothing happened there: the reset may go elsewhere
                     continue
                 raise
@@ -365,19 +214,19 @@ class EnvPool:
             self._leases[result.lease_id] = server
             return result
 
-    def _server_of(self, lease_id: str) -> _Server:
+    def _server_of(self, lease_id: str) -> PoolServer:
         server = self._leases.get(lease_id)
         if server is None:
             raise LeaseConflictError(_UNKNOWN_LEASE)
         return server
 
     async def _on_lease(self, lease_id: str, call: Callable[[Any], Awaitable[StepResult]]) -> StepResult:
-        """``call(client)`` on the lease's own server; a server that fails it is marked (see ``_failed``)."""
+        """``call(client)`` on the lease's own server; a server that fails it is marked (see ``HealthProber.failed``)."""
         server = self._server_of(lease_id)
         try:
             return await call(server.client)
         except EnvUnavailableError as exc:
-            self._failed(server, exc)
+            self._health.failed(server, exc)
             raise
 
     async def step(self, lease_id: str, action: str) -> StepResult:
@@ -395,8 +244,8 @@ class EnvPool:
         try:
             await server.client.release(lease_id)
         except EnvUnavailableError as exc:
-            if _never_reached(exc):
-                self._failed(server, exc)
+            if never_reached(exc):
+                self._health.failed(server, exc)
                 raise
             # Broken mid-way (a keep-alive race, a reset connection): the release may or may not have
             # landed.  It is safe to repeat: a 409 lease_conflict then means the first one did.
@@ -405,7 +254,7 @@ class EnvPool:
             except LeaseConflictError:
                 return
             except EnvUnavailableError as again:
-                self._failed(server, again)
+                self._health.failed(server, again)
                 raise exc from again
 
     async def _any(self, call: Callable[[Any], Any]) -> Any:
@@ -418,7 +267,7 @@ class EnvPool:
             try:
                 return await call(server.client)
             except EnvUnavailableError as exc:
-                self._failed(server, exc)
+                self._health.failed(server, exc)
                 errors.append(f"{server.url}: {exc}")
         raise EnvUnavailableError("no env server answered: " + "; ".join(errors))
 
@@ -438,7 +287,7 @@ class EnvPool:
         up = [s for s in servers if s["up"]]
         return {"ready": bool(up), "slots": sum(s["slots"] for s in up),
                 "free_slots": sum(max(0, s["free"]) for s in up), "leased": len(self._leases),
-                "fingerprint": self._reference, "servers": servers}
+                "fingerprint": self._health.reference, "servers": servers}
 
     def status(self) -> list[dict[str, Any]]:
         """Per server: url, up, silent, slots, our leases, estimated free slots, resets granted, last error."""
@@ -477,7 +326,7 @@ class EnvPool:
                 pass
         for server in self._servers:
             await server.client.aclose()
-        await self._probe.aclose()
+        await self._health.aclose()
 
     async def __aenter__(self) -> EnvPool:
         await self.start()
@@ -485,11 +334,6 @@ class EnvPool:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _never_reached(error: BaseException) -> bool:
-    """True when the request could not even connect: nothing happened on that server."""
-    return isinstance(error.__cause__, (httpx.ConnectError, httpx.ConnectTimeout))
 
 
 def make_env_client(urls: str | Sequence[str], *, token: str | None = None, **kwargs: Any) -> Any:

@@ -22,6 +22,7 @@ child that is stopped or stuck in its own shutdown.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import signal
@@ -192,8 +193,6 @@ def _death_signal(parent: int) -> Callable[[], None]:
     """
 
     def arm() -> None:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)

@@ -11,7 +11,9 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from shopsimrl.agent import make_policy
 from shopsimrl.argtypes import DeprecatedFlag, int_range
+from shopsimrl.learn import resume
 from shopsimrl.learn.defaults import (
     DEFAULT_EVAL_SPLIT,
     DEFAULT_LEARNER,
@@ -19,6 +21,8 @@ from shopsimrl.learn.defaults import (
     EVAL_SPLITS,
     LEARNERS,
 )
+from shopsimrl.rollout.episode_runner import agent_runner
+from shopsimrl.rollout.run import run_record
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,10 +72,8 @@ def check_options(args: argparse.Namespace) -> None:
 
 def make_learning_policy(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     """The policy the run plays: as asked (``none``), the learning heuristic, or the linear policy."""
-    from shopsimrl.agent import make_policy
-
     if args.learner == "grpo":
-        from shopsimrl.learn.policy import LinearPolicy
+        from shopsimrl.learn.policy import LinearPolicy  # the grpo learner's modules load only when it is asked for
 
         return LinearPolicy()
     return make_policy(args.policy, **({**options, "learning": True} if args.learner == "heuristic" else options))
@@ -94,12 +96,11 @@ async def start(args: argparse.Namespace, policy: Any, env: Any, paths: Any, con
         kwargs["learner"] = policy.learn
     learner = None
     if args.learner == "grpo":
-        from shopsimrl.learn.learner import EvalPlan, GrpoLearner
-        from shopsimrl.rollout.runner import agent_runner
+        from shopsimrl.learn.learner import EvalPlan, GrpoLearner  # numpy: only when the grpo learner is asked for
 
         plan = None
         if args.eval_every:
-            from shopsimrl.learn.evaluate import eval_task_ids
+            from shopsimrl.learn.evaluate import eval_task_ids  # the grpo learner's, as above
 
             held_out = await eval_task_ids(env, args.eval_split)
             plan = EvalPlan(every=args.eval_every, task_ids=held_out, seed=config.seed, samples=args.eval_samples,
@@ -108,12 +109,9 @@ async def start(args: argparse.Namespace, policy: Any, env: Any, paths: Any, con
         learner = GrpoLearner(policy, paths.root, config.knobs.global_batch_size, plan)
         kwargs["after_batch"] = learner.after_batch
     if args.resume:
-        from shopsimrl.learn import resume
-        from shopsimrl.rollout.run import run_record
-
         restore = None
         if learner is not None:
-            from shopsimrl.learn.learner import restore as restore_learner
+            from shopsimrl.learn.learner import restore as restore_learner  # numpy, as above
 
             def restore(step_root: Any) -> None:
                 restore_learner(policy, learner, step_root)

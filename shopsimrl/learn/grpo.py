@@ -14,19 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np  # only the grpo learner loads this module (learn/connect.py imports it when asked for)
+
 from shopsimrl.learn.defaults import ADAM_BETAS, ADAM_EPS, EPS_CLIP, LEARNING_RATE
 from shopsimrl.learn.params import LAYOUT
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from shopsimrl.learn.policy import Decision
 
 
 def log_probs(theta: np.ndarray, decisions: Sequence[Decision]) -> tuple[np.ndarray, np.ndarray]:
     """Each decision's log-probability under ``theta`` and its gradient (one row of ``LAYOUT.size`` each)."""
-    import numpy as np
-
     logp = np.zeros(len(decisions))
     grad = np.zeros((len(decisions), LAYOUT.size))
     by_block: dict[str, list[int]] = {}
@@ -60,8 +58,6 @@ class Trajectory:
 def surrogate(theta: np.ndarray, episodes: Sequence[Trajectory], global_batch_size: int,
               eps_clip: float = EPS_CLIP) -> tuple[float, np.ndarray]:
     """The update's loss and its gradient with respect to ``theta``."""
-    import numpy as np
-
     decisions = [d for ep in episodes for d in ep.decisions]
     grad = np.zeros(LAYOUT.size)
     if not decisions:
@@ -91,8 +87,6 @@ class Adam:
     v: list[float] = field(default_factory=lambda: [0.0] * LAYOUT.size)
 
     def step(self, theta: np.ndarray, grad: np.ndarray) -> np.ndarray:
-        import numpy as np
-
         b1, b2 = self.betas
         self.t += 1
         m = b1 * np.asarray(self.m) + (1 - b1) * grad
@@ -110,8 +104,6 @@ def train(theta: np.ndarray, adam: Adam, updates: Sequence[Sequence[Trajectory]]
     ``train/loss`` and ``train/grad_norm`` are means over the step's updates (each taken before its
     Adam step); ``train/optimizer_updates`` counts them.
     """
-    import numpy as np
-
     losses, norms = [], []
     for episodes in updates:
         loss, grad = surrogate(theta, episodes, global_batch_size)

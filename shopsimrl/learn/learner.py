@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import io
 import math
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np  # only the grpo learner loads this module (learn/connect.py imports it when asked for)
+
 from shopsimrl.io import atomic_write_bytes, atomic_write_json
 from shopsimrl.learn.defaults import EVAL_FILE, EVAL_SAMPLES_PER_TASK, STATE_FILE
+from shopsimrl.learn.evaluate import EVAL_PREFIX, evaluate
 from shopsimrl.learn.grpo import Adam, Trajectory, train
 from shopsimrl.learn.params import LAYOUT
 from shopsimrl.learn.policy import LinearPolicy
 from shopsimrl.rollout.group import EpisodeRunner
-from shopsimrl.rollout.journal import UnwritableRecord
+from shopsimrl.rollout.journal import JournalError, UnwritableRecord, read_bytes
 
 
 class MissingDecisions(RuntimeError):
@@ -58,8 +62,6 @@ class GrpoLearner:
 
     async def after_batch(self, step: int, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
         """Train on the step's kept episodes (rows of ``batch.jsonl``); return the metrics for its row."""
-        import numpy as np
-
         metrics: dict[str, float] = {}
         if self.evaluation is not None and step == 1:
             metrics.update(await self._evaluate(step, trained_steps=0))
@@ -84,7 +86,6 @@ class GrpoLearner:
         return metrics
 
     async def _evaluate(self, step: int, *, trained_steps: int) -> dict[str, float]:
-        from shopsimrl.learn.evaluate import EVAL_PREFIX, evaluate
 
         plan = self.evaluation
         assert plan is not None
@@ -97,8 +98,6 @@ class GrpoLearner:
 
 def save_state(path: Path, policy: LinearPolicy, adam: Adam, *, step: int | None = None) -> Path:
     """Parameters, their names, Adam's state (and the step that saved them), written whole or not at all."""
-    import numpy as np
-
     buffer = io.BytesIO()
     np.savez(buffer, theta=np.asarray(policy.theta), names=np.asarray(LAYOUT.names()), m=np.asarray(adam.m),
              v=np.asarray(adam.v), t=np.asarray(adam.t), lr=np.asarray(adam.lr),
@@ -117,12 +116,6 @@ def load_state(path: Path, *, step: int | None = None) -> tuple[list[float], Ada
     shape, the names of this policy's parameters, and finite values: a NaN is caught here, before a step runs.
     ``step``: the step that must have saved it (a file of another step is refused).
     """
-    import zipfile
-
-    import numpy as np
-
-    from shopsimrl.rollout.journal import JournalError, read_bytes
-
     try:
         raw = read_bytes(Path(path))
     except JournalError as exc:

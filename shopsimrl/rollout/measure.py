@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
+from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.group import CLASSIFICATIONS, EpisodeSlots, EpisodeSpec, GroupRun, run_group
-from shopsimrl.rollout.runner import agent_runner
 
 if TYPE_CHECKING:
     from shopsimrl.agent.policy import Policy

@@ -3,8 +3,8 @@
 The three rollout modules: ``run.py`` (this one) is the run — its configuration, its folder and the
 state that must outlive a step (the prompt source's position and evidence, the consecutive
 technical-failure streak; held in ``context.RunContext``), created here once per run; ``driver.py``
-is one step, the I/O shell around :class:`~shopsimrl.sampling.step.RolloutStep`; ``runner.py`` plays
-one episode with the agent.
+is one step, the I/O shell around :class:`~shopsimrl.sampling.step.RolloutStep`;
+``episode_runner.py`` plays one episode with the agent.
 """
 
 from __future__ import annotations

@@ -64,6 +64,7 @@ def timeline_rows(events: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, A
 
 def draw_wave_timeline(ax: Any, events: Iterable[Mapping[str, Any]], *, title: str | None = None) -> None:
     """Draw one step's timeline on a matplotlib ``Axes``."""
+    # matplotlib: loaded only when a timeline is drawn
     from matplotlib.patches import Patch
 
     rows, wave_times, abort_t = timeline_rows(list(events))
@@ -92,6 +93,7 @@ def draw_wave_timeline(ax: Any, events: Iterable[Mapping[str, Any]], *, title: s
 
 def render_png(draw: Any, *, size: tuple[float, float], dpi: int = 110) -> bytes:
     """Render ``draw(figure)`` to PNG bytes without pyplot's global state."""
+    # matplotlib: loaded only when a timeline is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

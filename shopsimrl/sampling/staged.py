@@ -37,7 +37,6 @@ from enum import Enum
 
 from shopsimrl.sampling.estimate import hermite_rule, sigmoid
 from shopsimrl.sampling.knobs import ZERO_STD_EPSILON
-from shopsimrl.sampling.modes import Siblings  # noqa: F401  (its old home: slime/rollout_fn.py still imports it here)
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 #: Stop after ``K`` when the predicted chance that the rest breaks the agreement is below this

@@ -26,6 +26,7 @@ class SlimeBatch:
     """Judges finished groups with slime's filter call, and collects the kept groups and slime's drop metrics."""
 
     def __init__(self, args: Any) -> None:
+        # slime: only inside slime's process, never at import
         from slime.rollout.filter_hub.base_types import MetricGatherer, call_dynamic_filter
         from slime.utils.misc import load_function
 
@@ -67,6 +68,7 @@ class SlimeBatch:
     def finish(self, data_source: Any) -> tuple[list[list[Any]], dict[str, Any]]:
         """Step end: (the kept groups sorted by sample index, through the sample filter; slime's drop metrics),
         after the all-samples hook has heard every generated group."""
+        # slime: only inside slime's process, never at import
         from slime.utils.misc import load_function
 
         args, data = self.args, self.data

@@ -46,6 +46,7 @@ def eval_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool 
     and logs that dict; slime's ``eval_rollout`` returns none, so without this the hook's keys
     would go into a dict nobody logs.  The episodes and their order are slime's.
     """
+    # slime: only inside slime's process, never at import
     from slime.rollout import sglang_rollout
     from slime.rollout.base_types import RolloutFnEvalOutput
 

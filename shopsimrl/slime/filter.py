@@ -61,6 +61,7 @@ def _dynamic_filter_output_cls() -> type:
     with state.lock:
         if state.filter_output_cls is None:
             try:
+                # slime: only inside slime's process, never at import
                 from slime.rollout.filter_hub.base_types import DynamicFilterOutput as slime_cls
             except ImportError as exc:
                 if _slime_present():

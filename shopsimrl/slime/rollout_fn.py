@@ -37,8 +37,8 @@ from typing import Any
 
 from shopsimrl.sampling import GroupDecision
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
-from shopsimrl.sampling.modes import WaveMode
-from shopsimrl.sampling.staged import Siblings, StagedSiblings, staged_step_metrics
+from shopsimrl.sampling.modes import Siblings, WaveMode
+from shopsimrl.sampling.staged import StagedSiblings, staged_step_metrics
 from shopsimrl.sampling.step import (
     Action,
     Completion,
@@ -52,13 +52,14 @@ from shopsimrl.sampling.step import (
 )
 from shopsimrl.sampling.verdict import group_label
 from shopsimrl.slime.batch import SlimeBatch
-from shopsimrl.slime.generation import GroupGeneration
+from shopsimrl.slime.group_tasks import GroupGeneration
 from shopsimrl.slime.prompt_groups import DataSourceGroups
 from shopsimrl.slime.samples import max_consecutive_failed_groups, trace_dir
 from shopsimrl.slime.state import hook_state
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
+    # slime: only inside slime's process, never at import
     from slime.rollout import sglang_rollout
     from slime.rollout.base_types import RolloutFnTrainOutput
     from slime.utils.async_utils import run
@@ -81,6 +82,7 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
 
     A pump around the step: :class:`GroupGeneration` runs the groups it starts, :class:`SlimeBatch` judges them
     with slime's filter call and assembles the batch."""
+    # slime: only inside slime's process, never at import
     from slime.rollout import sglang_rollout
 
     step = rollout_step(args, data_source)

@@ -100,6 +100,7 @@ class SlimeHookState:
 
     def sglang_client(self) -> Any:
         """One ``httpx.AsyncClient`` per loop for every episode's ``/generate``, closed at shutdown."""
+        # httpx: loaded by the first episode, so loading the hook paths stays light
         import httpx
 
         return self._loop_client(
@@ -185,6 +186,7 @@ class SlimeHookState:
         with self.lock:
             tokenizer = self.tokenizers.get(path)
             if tokenizer is None:
+                # transformers: heavy, loaded only for the first tokenizer
                 from transformers import AutoTokenizer
 
                 tokenizer = self.tokenizers[path] = AutoTokenizer.from_pretrained(path, trust_remote_code=True)

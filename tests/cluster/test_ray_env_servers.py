@@ -20,8 +20,8 @@ from catalogs import SMALL_PRODUCTS, SMALL_SEED
 
 ray = pytest.importorskip("ray", reason="the Ray helper needs the optional extra: pip install 'shopsimrl[ray]'")
 
-from shopsimrl.env.cluster import start_ray_env_servers  # noqa: E402
 from shopsimrl.env.pool import EnvPool  # noqa: E402
+from shopsimrl.env.ray_servers import start_ray_env_servers  # noqa: E402
 
 
 def _answers(url: str) -> bool:

@@ -290,8 +290,8 @@ async def test_slow_health_answers_do_not_take_a_busy_server_out_at_once(two: tu
             return await real.get(str(request.url))
 
     async with EnvPool([a.url, b.url], client_factory=fast_client(), refresh_interval=3600) as pool:
-        await pool._probe.aclose()
-        pool._probe = httpx.AsyncClient(transport=httpx.MockTransport(probe))
+        await pool._health.probe.aclose()
+        pool._health.probe = httpx.AsyncClient(transport=httpx.MockTransport(probe))
         behaviour["b"] = "slow"
         for _ in range(2):
             await pool.refresh()
@@ -363,12 +363,12 @@ async def test_a_call_broken_mid_way_fails_alone_and_health_decides(two: tuple[S
         live, dead = pool._servers
         broken = EnvUnavailableError("POST /step failed: ReadError")
         broken.__cause__ = httpx.ReadError("reset by peer")
-        pool._failed(live, broken)  # a keep-alive race or an overloaded server: /healthz answers
+        pool._health.failed(live, broken)  # a keep-alive race or an overloaded server: /healthz answers
         assert live.check is not None
         await live.check
         assert live.up
         b.stop()
-        pool._failed(dead, broken)  # the same failure on a server that is gone: /healthz is refused
+        pool._health.failed(dead, broken)  # the same failure on a server that is gone: /healthz is refused
         assert dead.check is not None
         await dead.check
         assert not dead.up
@@ -378,7 +378,7 @@ async def test_a_call_broken_mid_way_fails_alone_and_health_decides(two: tuple[S
         assert dead.up
         refused = EnvUnavailableError("cannot reach")
         refused.__cause__ = httpx.ConnectError("refused")
-        pool._failed(dead, refused)  # a refused connection: out at once, no check needed
+        pool._health.failed(dead, refused)  # a refused connection: out at once, no check needed
         assert not dead.up
 
 

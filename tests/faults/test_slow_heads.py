@@ -8,7 +8,7 @@ import time
 import httpx
 from faults.processes import EnvServer
 
-from shopsimrl.env.server import HEAD_TIMEOUT
+from shopsimrl.env.request_limits import HEAD_TIMEOUT
 
 SOCKETS = 200  # half silent, half with half a header: bounded, far below any fd limit
 

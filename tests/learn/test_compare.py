@@ -12,6 +12,7 @@ import pytest
 from shopsimrl.cli import main
 from shopsimrl.io import append_jsonl
 from shopsimrl.learn.compare import read_run
+from shopsimrl.rollout.journal import RunJournal, options_digest
 
 
 def fake_run(root, successes, per_step=256, every=2, selection="seed"):
@@ -89,6 +90,76 @@ def test_a_repeated_step_is_refused_naming_the_run_the_step_and_both_lines(tmp_p
     assert main(["compare", str(root), "--chart", str(tmp_path / "c.png")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "dup" in err and "step 2 appears twice" in err and "lines 2 and 3" in err
+
+
+# -- a run written as a journal: only the steps with a completion marker count ---------------------------
+
+JOURNAL_CONFIG = {"learner": "grpo", "selection": "seed", "waves": "fixed", "run_id": "0123456789abcdef"}
+
+
+def _journal_run(root, rows, marked):
+    """A run folder with run.json's run_id and the journal's own markers for the steps in ``marked``."""
+    _rows(root, rows, JOURNAL_CONFIG)
+    journal = RunJournal(JOURNAL_CONFIG["run_id"], options_digest(JOURNAL_CONFIG))
+    for step in marked:
+        (root / f"step-{step}").mkdir()
+        journal.complete(root / f"step-{step}", step)
+    return root
+
+
+STEPS = [_eval(1, 0, 0.4), {"step": 2, "rollout/shopsim/waste/episodes_submitted": 64}, _eval(3, 3, 0.6),
+         _eval(4, 4, 0.9)]
+
+
+def test_a_row_of_a_step_without_its_marker_is_left_out_and_named(tmp_path, capsys):
+    """A crash between step 4's metrics.jsonl line and its marker: step 4 did not finish, its eval is not shown."""
+    root = _journal_run(tmp_path / "crashed", STEPS, marked=[1, 2, 3])
+    curve = read_run(root)
+    assert [(p.trained_steps, p.generated, p.success) for p in curve.points] == [(0, 0.0, 0.4), (3, 192.0, 0.6)]
+    assert curve.incomplete == [4]
+    assert main(["compare", str(root), "--chart", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "note: crashed: metrics.jsonl row(s) of step(s) 4 left out: no completion marker" in out
+    assert "0.900" not in out  # the incomplete step's eval is not in the table
+
+
+def test_every_marked_step_counts_and_no_note_is_printed(tmp_path, capsys):
+    root = _journal_run(tmp_path / "whole", STEPS, marked=[1, 2, 3, 4])
+    curve = read_run(root)
+    assert curve.incomplete == [] and curve.last() is not None and curve.last().generated == 256.0
+    assert main(["compare", str(root), "--chart", str(tmp_path / "c.png")]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_a_run_written_before_markers_keeps_every_row(tmp_path):
+    """No run_id in run.json: the run predates the markers, every row counts as before."""
+    root = _rows(tmp_path / "old", STEPS)
+    curve = read_run(root)
+    assert curve.incomplete == [] and [p.trained_steps for p in curve.points] == [0, 3, 4]
+
+
+def test_an_unmarked_step_before_a_marked_one_is_a_gap_refused_in_one_line(tmp_path, capsys):
+    root = _journal_run(tmp_path / "holed", STEPS, marked=[1, 3, 4])
+    assert main(["compare", str(root), "--chart", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holed" in err and "step 2 has no completion marker but step 3 has one" in err
+
+
+def test_a_marker_of_another_step_is_refused_in_one_line(tmp_path, capsys):
+    root = _journal_run(tmp_path / "copied", STEPS, marked=[1, 2, 3, 4])
+    (root / "step-4" / "complete.json").write_bytes((root / "step-3" / "complete.json").read_bytes())
+    assert main(["compare", str(root), "--chart", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "copied" in err and "marker of step 3, not of step 4" in err
+
+
+def test_a_marker_that_is_a_fifo_is_refused_without_hanging(tmp_path, capsys):
+    root = _journal_run(tmp_path / "fifo", STEPS, marked=[1, 2, 3])
+    (root / "step-4").mkdir()
+    os.mkfifo(root / "step-4" / "complete.json")
+    assert main(["compare", str(root), "--chart", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fifo" in err
 
 
 # -- concentration of training on few prompts, next to held-out success ------------------------------------

@@ -19,7 +19,7 @@ from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.server import ServerThread
 from shopsimrl.io import read_jsonl
 from shopsimrl.rollout import RolloutConfig, run_rollout
-from shopsimrl.rollout.runner import agent_runner
+from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.synthetic import unit_hash
 from shopsimrl.sampling import REASON_ZERO_STD, SamplingKnobs
 from shopsimrl.sampling.metrics import STEP_METRIC_KEYS

@@ -302,7 +302,7 @@ class ScriptedDataSource:
 def install_slime(monkeypatch: Any, case: Case) -> SimpleNamespace:
     """Stand-ins for the slime modules the rollout function imports, and its generation on the virtual clock."""
     from shopsimrl.slime import rollout_fn
-    from shopsimrl.slime.generation import GroupGeneration
+    from shopsimrl.slime.group_tasks import GroupGeneration
     from shopsimrl.slime.state import reset_hook_state
 
     seen = SimpleNamespace(decisions=[], aborted=[], generation=None)

@@ -40,7 +40,11 @@ def test_r29_slime_staged_whole_groups_to_the_trainer_and_early_stops_counted(fa
     args.shopsim_siblings, args.shopsim_stage_size, args.rollout_batch_size = "staged", 2, 2
     source = SelectorDataSource(args, sample_cls=kit.Sample)
     stopped = saved = 0
-    for rollout_id in range(8):
+    # which groups stop early follows the prediction, which follows the order the stand-in's groups finish in (an
+    # asyncio race): run at least 8 steps, and up to 32 until one group has stopped early
+    for rollout_id in range(32):
+        if rollout_id >= 8 and stopped:
+            break
         out = generate_rollout(args, rollout_id, source)
         assert len(out.samples) == args.rollout_batch_size
         assert all(len(g) == args.n_samples_per_prompt for g in out.samples), "the trainer gets whole groups"

@@ -1,4 +1,4 @@
-"""slime's generation of the groups a rollout step starts, as asyncio tasks in slime's ``GenerateState``.
+"""slime's tasks for the groups a rollout step starts: asyncio tasks in slime's ``GenerateState``.
 
 A whole group goes through slime's ``generate_and_rm_group``, as in slime's own loop.  A staged
 group's siblings (its first ``K``, later the rest) go one by one through slime's per-sample
@@ -19,6 +19,7 @@ class GroupGeneration:
     """The step's tasks in ``state.pendings`` (``state``: slime's ``GenerateState``, reset by the caller)."""
 
     def __init__(self, args: Any) -> None:
+        # slime: only inside slime's process, never at import
         from slime.rollout import sglang_rollout
 
         self.args = args
@@ -28,6 +29,7 @@ class GroupGeneration:
 
     def start(self, start: Start) -> None:
         """Start the siblings a :class:`Start` names: the whole group, or some of its samples (staged)."""
+        # slime: only inside slime's process, never at import
         from slime.rollout import sglang_rollout
 
         args, state = self.args, self.state
@@ -53,6 +55,7 @@ class GroupGeneration:
 async def _siblings(args: Any, group: list[Any], siblings: range, sampling_params: dict[str, Any]) -> list[Any]:
     """Some of a group's samples, each through slime's ``generate_and_rm`` (as ``generate_and_rm_group`` does
     for all of them: a session id per sample, a copy of the sampling parameters each)."""
+    # slime: only inside slime's process, never at import
     from slime.rollout import sglang_rollout
 
     samples = [group[s] for s in siblings]

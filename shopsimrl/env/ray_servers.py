@@ -25,9 +25,19 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from shopsimrl.argtypes import MAX_PORT, in_file, int_range, out_file
 from shopsimrl.env.auth import TokenError, bind_refusal, load_token
-from shopsimrl.env.defaults import DEFAULT_ACTION_LIMIT, DEFAULT_PORT, DEFAULT_PRODUCTS, DEFAULT_SEED, DEFAULT_SLOTS
-from shopsimrl.env.fingerprint import fingerprint_differences
+from shopsimrl.env.core import load_env
+from shopsimrl.env.defaults import (
+    DEFAULT_ACTION_LIMIT,
+    DEFAULT_PORT,
+    DEFAULT_PRODUCTS,
+    DEFAULT_SEED,
+    DEFAULT_SLOTS,
+    MAX_SLOTS,
+)
+from shopsimrl.env.fingerprint import env_fingerprint, fingerprint_differences
+from shopsimrl.io import atomic_write_text
 
 RAY_HINT = "the Ray helper needs Ray: pip install 'shopsimrl[ray]'"
 DEFAULT_STARTUP_TIMEOUT = 600.0  # a fresh node builds its catalog first (20k products: seconds; 1M: minutes)
@@ -38,11 +48,9 @@ class EnvServerActor:
 
     def __init__(self, *, host: str | None, port: int, token: str | None, catalog: dict[str, Any],
                  env_options: dict[str, Any]) -> None:
-        import ray
+        import ray  # the optional extra: loaded only where Ray is used, never by ``import shopsimrl``
 
-        from shopsimrl.env.core import load_env
-        from shopsimrl.env.fingerprint import env_fingerprint
-        from shopsimrl.env.server import ServerThread
+        from shopsimrl.env.server import ServerThread  # FastAPI and uvicorn: only in the actor's process
 
         node_ip = ray.util.get_node_ip_address()
         bind = host or node_ip
@@ -75,7 +83,7 @@ class RayEnvServers:
         return ",".join(self.urls)
 
     def stop(self, timeout: float = 30.0) -> None:
-        import ray
+        import ray  # the optional extra (see the module's docstring)
 
         try:
             ray.get([actor.stop.remote() for actor in self.actors], timeout=timeout)
@@ -87,7 +95,7 @@ class RayEnvServers:
 
 def alive_nodes() -> list[dict[str, Any]]:
     """Ray's alive nodes, in a stable order (by node IP, then id)."""
-    import ray
+    import ray  # the optional extra (see the module's docstring)
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     return sorted(nodes, key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]))
@@ -105,6 +113,7 @@ def start_ray_env_servers(per_node: int = 1, *, port: int = DEFAULT_PORT, host: 
     ``num_cpus``: the Ray CPUs each server reserves (a busy server keeps one core busy).
     Raises ``RuntimeError`` if a server fails to start or the servers disagree on the fingerprint.
     """
+    # the optional extra (see the module's docstring)
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -145,9 +154,6 @@ def start_ray_env_servers(per_node: int = 1, *, port: int = DEFAULT_PORT, host: 
 
 def register(sub: Any, catalog_args: Any) -> None:
     """Add ``ray-serve`` to the ``env`` sub-commands (called by env/cli.py)."""
-    from shopsimrl.argtypes import MAX_PORT, in_file, int_range, out_file
-    from shopsimrl.env.defaults import MAX_SLOTS
-
     p = sub.add_parser("ray-serve", help="start env servers on every node of a Ray cluster (needs shopsimrl[ray])")
     p.add_argument("--per-node", type=int_range(1), default=1, help="env server processes per Ray node (default 1)")
     p.add_argument("--address", default="auto",
@@ -180,7 +186,7 @@ def _ray_serve(args: argparse.Namespace) -> int:
         return 2
 
     try:
-        import ray
+        import ray  # the optional extra: its absence is refused in one line
     except ImportError:
         return refuse(RAY_HINT)
     if args.per_node < 1:
@@ -209,8 +215,6 @@ def _ray_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return refuse(str(exc))
         if args.urls_file is not None:
-            from shopsimrl.io import atomic_write_text
-
             atomic_write_text(args.urls_file, servers.env_url + "\n")
         print(f"ShopSim serving {len(servers.urls)} env servers on {len(set(servers.nodes))} Ray node(s); "
               f"Ctrl-C stops them all", flush=True)
