@@ -111,7 +111,7 @@ async def evaluate_parameters(theta: Sequence[float], env: EnvClient, task_ids: 
                               concurrency: int = 64) -> tuple[dict[str, float], dict[str, Any]]:
     """:func:`evaluate` for a parameter vector (a saved ``policy.npz``'s ``theta``) on ``env``, as a run's
     evaluation plays it: the same episode seeds for the same ``seed``."""
-    from shopsimrl.rollout.runner import agent_runner
+    from shopsimrl.rollout.episode_runner import agent_runner  # only when saved parameters are evaluated
 
     return await evaluate(LinearPolicy(theta, record=False), lambda p: agent_runner(env, p, max_turns=max_turns),
                           task_ids, seed=seed, samples=samples, concurrency=concurrency)

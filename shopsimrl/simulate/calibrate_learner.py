@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from statistics import median
 from typing import Any
 
+from shopsimrl.sampling.estimate import POPULATION_NODES, hermite_rule, sigmoid
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
@@ -72,10 +74,6 @@ DYNAMICS_GRID: dict[str, tuple[float, ...]] = {
 def _log_likelihood(successes: Sequence[int], n: int, mu: float, sd: float,
                     rule: Sequence[tuple[float, float]]) -> float:
     """Log-likelihood of tasks' success counts (of ``n``) when their logits are ``Normal(mu, sd)``."""
-    from collections import Counter
-
-    from shopsimrl.sampling.estimate import sigmoid
-
     rates = [(sigmoid(mu + sd * z), w) for z, w in rule]
     total = 0.0
     for k, count in Counter(successes).items():
@@ -87,8 +85,6 @@ def _log_likelihood(successes: Sequence[int], n: int, mu: float, sd: float,
 def fit_difficulties(per_task: Mapping[str, float], goal_first: Mapping[str, bool], n: int = SAMPLES
                      ) -> dict[str, float]:
     """Each kind's mean logit and one shared spread, by maximum likelihood (a 0.25-logit grid)."""
-    from shopsimrl.sampling.estimate import POPULATION_NODES, hermite_rule
-
     rule = list(zip(*hermite_rule(POPULATION_NODES)))
     kinds = {True: [round(per_task[t] * n) for t in per_task if goal_first[t]],
              False: [round(per_task[t] * n) for t in per_task if not goal_first[t]]}
@@ -116,8 +112,6 @@ def learner_world(**overrides: Any) -> WorldParams:
 def kind_means(sd: float, untrained: Sequence[float]) -> dict[str, float]:
     """The world's difficulty mean and kind step that give each kind its measured untrained mean pass rate, when
     difficulties spread ``sd`` logits (bisection on ``E[sigmoid(mu + sd Z)]``)."""
-    from shopsimrl.sampling.estimate import POPULATION_NODES, hermite_rule, sigmoid
-
     rule = list(zip(*hermite_rule(POPULATION_NODES)))
 
     def mean_rate(mu: float) -> float:
