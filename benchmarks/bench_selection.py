@@ -1,114 +1,383 @@
-"""Prompt selection judged by the policy it trains: the main job with the GRPO learner, held-out eval.
+"""Prompt selection judged by the policy it trains: the main job with the GRPO learner, held-out success paired by seed.
 
-Each strategy runs ``shopsimrl rollout --learner grpo --eval-every 5`` on the same seeds
-in a regime of several epochs (``--products 2000``: 160 train tasks, a step starts at
-least 32 of them, so 30 steps walk the train split about six times), and is judged on
-the val split by the learned policy's sampled eval success, at equal generated
-episodes (the cost of a rollout), not at equal steps:
+Two regimes, each strategy a real ``shopsimrl rollout --learner grpo --eval-every 5`` run:
 
-- final eval success and the generated episodes it cost; the episodes it took to first
-  reach that success;
-- eval success at the largest number of generated episodes every run reached (each
-  run's curve interpolated linearly between its evaluations);
-- the efficiency figures of the previous version of this benchmark (informative groups
-  trained per 1,000 generated episodes, generated per trained episode) and the rollout
-  success rate of the last five steps, which measures the prompts chosen, not the policy.
+- ``products_2000`` (``--products 2000``: 160 train tasks, a step starts at least 32 of
+  them, so 30 steps walk the train split about six times): seed/fixed, spread/fixed,
+  spread/adaptive, informative/fixed, informative/adaptive on seeds 0-4, judged on val+test
+  (40 tasks) with 16 sampled episodes per task;
+- ``default_catalog`` (the embedded default, 1,600 train tasks: 30 steps are under one
+  epoch): seed/fixed against informative/adaptive on seeds 0-2, judged on the 200 val tasks
+  with 4 sampled episodes per task (800 episodes per evaluation).
 
-Medians over seeds.  Not timed.  Reproduce: ``python -m benchmarks.bench_selection``.
+Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same
+eval episodes): per-seed differences and their median, at equal generated episodes (each
+run's sampled eval success interpolated linearly between its evaluations, at seed/fixed's
+evaluations from 2,500 episodes on and at the largest number both runs reached) and at equal rollout cost,
+measured two ways: env steps generated (every episode's tool calls, which the runtime counts
+deterministically: on one machine the rollout's work is proportional to them) and the
+measured step wall seconds (``rollout/shopsim/step/wall_seconds``, noisy on a shared machine).
+Also: informative groups per 1,000 generated episodes, generated episodes to reach
+seed/fixed's final held-out success, and concentration (the most trainings of one prompt,
+the 10 most-trained prompts' share of trained groups, distinct prompts trained, and distinct
+prompts among the last ``len(train)`` starts), computed from each run's ``batch.jsonl`` and
+``events.jsonl``.  The issue's targets are checked in a ``targets`` block.
+
+Two runs at a time (subprocesses).  ``--quick``: one seed, 10 steps, ``products_2000`` only.
+``--seeds``/``--only``/``--keep DIR`` serve tuning and the mechanism's diagnosis
+(``python -m benchmarks.diagnose_selection DIR``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
+import argparse
 import json
+import shutil
+import subprocess
+import sys
 import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
+from typing import Any
 
-from benchmarks.common import command_line, machine, publish
-from shopsimrl.cli import main as cli_main
-from shopsimrl.learn.compare import read_run
+from benchmarks.common import machine, publish
 
-STRATEGIES: dict[str, list[str]] = {
-    "seed/fixed": ["--selection", "seed", "--waves", "fixed"],
-    "informative/fixed": ["--selection", "informative", "--waves", "fixed"],
-    "informative/adaptive": ["--selection", "informative", "--waves", "adaptive"],
-}
 PREFIX = "rollout/shopsim/"
-PRODUCTS, EVAL_EVERY, EVAL_SAMPLES = 2000, 5, 8
+EVAL = "eval/shopsim/"
+SEED_FIXED = "seed/fixed"
+#: Evaluations before this many generated episodes are not compared (every strategy starts alike).
+COMPARE_FROM_EPISODES = 2500.0
+JOBS = 2  # runs at a time
 
 
-def figures(run: Path) -> dict[str, float]:
-    """The run's eval and efficiency figures from its per-step metrics."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+@dataclass(frozen=True)
+class Regime:
+    """One catalog and how its runs are judged."""
+
+    name: str
+    products: int | None  # None: the embedded default catalog
+    strategies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    eval_split: str
+    eval_samples: int
+    steps: int = 30
+    eval_every: int = 5
+
+
+REGIMES = (
+    Regime("products_2000", 2000, ("seed/fixed", "spread/fixed", "spread/adaptive", "informative/fixed",
+                                   "informative/adaptive"), (0, 1, 2, 3, 4), "val+test", 16),
+    Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), (0, 1, 2), "val", 4),
+)
+QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10)
+
+
+def run_argv(regime: Regime, strategy: str, seed: int, out: Path, name: str) -> list[str]:
+    selection, waves = strategy.split("/")
+    return ["rollout", "--learner", "grpo", "--eval-every", str(regime.eval_every), "--eval-samples",
+            str(regime.eval_samples), "--eval-split", regime.eval_split, "--steps", str(regime.steps), "--seed",
+            str(seed), "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
+            "--no-timeline", "--view", "plain", *(["--products", str(regime.products)] if regime.products else [])]
+
+
+def run_one(argv: list[str], log: Path) -> None:
+    """``shopsimrl ARGV`` in a child process at a lower priority (its output into ``log``)."""
+    code = f"import sys; from shopsimrl.cli import main; sys.exit(main({argv!r}))"
+    with log.open("w") as out:
+        done = subprocess.run(["nice", "-n", "5", sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT,
+                              check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"shopsimrl {' '.join(argv)} exited with {done.returncode} (log: {log})")
+
+
+# -- one run's figures --------------------------------------------------------------------------------------------
+
+def read_rows(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+
+
+def curve(rows: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """Each evaluation: the success of its parameters and what the steps they were trained on cost."""
+    spent = {0: (0.0, 0.0, 0.0)}
+    for row in rows:
+        e, s, w = spent[int(row["step"]) - 1]
+        spent[int(row["step"])] = (e + row[PREFIX + "waste/episodes_submitted"],
+                                   s + row[PREFIX + "waste/env_steps_submitted"],
+                                   w + row[PREFIX + "step/wall_seconds"])
+    points = []
+    for row in rows:
+        if EVAL + "trained_steps" in row and EVAL + "success_rate" in row:
+            trained = int(row[EVAL + "trained_steps"])
+            e, s, w = spent[trained]
+            points.append({"trained_steps": trained, "episodes": e, "env_steps": s, "wall_s": w,
+                           "success": row[EVAL + "success_rate"], "greedy": row.get(EVAL + "greedy/success_rate")})
+    return sorted(points, key=lambda p: p["trained_steps"])
+
+
+def at(points: Sequence[dict[str, float]], x: float, axis: str = "episodes") -> float | None:
+    """Sampled eval success at ``x`` on ``axis``, linear between evaluations; ``None`` beyond the last one."""
+    for p0, p1 in zip(points, points[1:]):
+        x0, x1 = p0[axis], p1[axis]
+        if x0 <= x <= x1:
+            return p0["success"] if x1 == x0 else p0["success"] + (p1["success"] - p0["success"]) * (x - x0) / (x1 - x0)
+    return points[-1]["success"] if points and x == points[-1][axis] else None
+
+
+def to_reach(points: Sequence[dict[str, float]], success: float, axis: str = "episodes") -> float | None:
+    """The cost (on ``axis``) at which the curve first reaches ``success`` (linear between evaluations)."""
+    for p0, p1 in zip(points, points[1:]):
+        if p0["success"] >= success:
+            return p0[axis]
+        if p1["success"] >= success:
+            return p0[axis] + (p1[axis] - p0[axis]) * (success - p0["success"]) / (p1["success"] - p0["success"])
+    return points[-1][axis] if points and points[-1]["success"] >= success else None
+
+
+def trained_groups(run: Path) -> list[tuple[int, str]]:
+    """(step, task) of every group the trainer got, from each step's ``batch.jsonl``."""
+    groups: set[tuple[int, int, str]] = set()
+    for batch in run.glob("step-*/batch.jsonl"):
+        for line in batch.read_text().splitlines():
+            if line:
+                row = json.loads(line)
+                groups.add((int(row["step"]), int(row["group_index"]), str(row["task_id"])))
+    return [(step, task) for step, _index, task in sorted(groups)]
+
+
+def starts(run: Path) -> list[str]:
+    """Every task started, in order (the waves and refills of ``events.jsonl``, step by step)."""
+    out: list[str] = []
+    steps = sorted(run.glob("step-*/events.jsonl"), key=lambda p: int(p.parent.name.split("-")[1]))
+    for events in steps:
+        for line in events.read_text().splitlines():
+            event = json.loads(line) if line else {}
+            if event.get("event") == "wave":
+                out += event["task_ids"]
+    return out
+
+
+def concentration(run: Path, train_tasks: int) -> dict[str, float]:
+    """How the trained groups spread over the prompts (the issue's concentration figures)."""
+    counts: dict[str, int] = {}
+    for _step, task in trained_groups(run):
+        counts[task] = counts.get(task, 0) + 1
+    ranked = sorted(counts.values(), reverse=True)
+    started = starts(run)
+    window = started[-train_tasks:]
+    return {"max_trainings_per_prompt": float(ranked[0]), "top10_share": sum(ranked[:10]) / sum(ranked),
+            "distinct_prompts_trained": float(len(counts)),
+            "distinct_per_train_size_starts_last": float(len(set(window))), "starts_window": float(len(window))}
+
+
+def figures(run: Path) -> dict[str, Any]:
+    rows = read_rows(run)
+    config = json.loads((run / "run.json").read_text())
 
     def total(key: str) -> float:
-        return sum(row[PREFIX + key] for row in rows)
+        return float(sum(row[PREFIX + key] for row in rows))
 
     episodes = total("waste/episodes_submitted")
-    kept = total("waste/groups_kept")
-    informative = kept - total("step/fallback_group_count")
-    curve = read_run(run)
-    first, last = curve.points[0], curve.points[-1]
+    informative = total("waste/groups_kept") - total("step/fallback_group_count")
+    points = curve(rows)
+    train_tasks = int(config.get("train_tasks") or 0) or len({t for _s, t in trained_groups(run)})
+    emitted = {k.removeprefix(PREFIX + "concentration/"): v for k, v in rows[-1].items()
+               if k.startswith(PREFIX + "concentration/")}
     return {
-        "first_eval_success": first.success,
-        "final_eval_success": last.success,
-        "final_eval_greedy_success": last.greedy,
-        "generated_episodes": last.generated,
-        "episodes_to_reach_final_success": curve.episodes_to_reach(last.success),
+        "first_eval_success": points[0]["success"],
+        "final_eval_success": points[-1]["success"],
+        "final_eval_greedy_success": points[-1]["greedy"],
+        "generated_episodes": episodes,
+        "env_steps": total("waste/env_steps_submitted"),
+        "rollout_wall_s": total("step/wall_seconds"),
+        "informative_groups": informative,
         "informative_per_1k_generated_episodes": 1000.0 * informative / episodes,
         "generated_per_trained_episode": episodes / total("waste/episodes_kept"),
         "rollout_success_rate_last_5_steps": sum(row[PREFIX + "success_rate"] for row in rows[-5:]) / 5,
-        "_curve": [(p.generated, p.success) for p in curve.points],  # type: ignore[dict-item]
+        **concentration(run, train_tasks),
+        **({"emitted_concentration_last_step": emitted} if emitted else {}),
+        "curve": points,
     }
 
 
-def success_at(curve: list[tuple[float, float]], episodes: float) -> float:
-    """Eval success at ``episodes`` generated, linear between evaluations."""
-    for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
-        if x0 <= episodes <= x1:
-            return y0 if x1 == x0 else y0 + (y1 - y0) * (episodes - x0) / (x1 - x0)
-    return curve[-1][1]
+# -- pairing by seed ----------------------------------------------------------------------------------------------
+
+def _median(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return median(kept) if kept else None
 
 
-def main(quick: bool = False) -> dict[str, object]:
-    steps, seeds = (10, (0,)) if quick else (30, (0, 1, 2))
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in STRATEGIES}
-    with tempfile.TemporaryDirectory(prefix="shopsimrl-bench-selection-") as out:
-        for seed in seeds:
-            for name, flags in STRATEGIES.items():
-                run_name = f"{name.replace('/', '-')}-{seed}"
-                argv = ["rollout", "--learner", "grpo", "--eval-every", str(EVAL_EVERY), "--eval-samples",
-                        str(EVAL_SAMPLES), "--products", str(PRODUCTS), "--steps", str(steps), "--seed", str(seed),
-                        "--out", out, "--name", run_name, "--no-timeline", "--view", "plain", *flags]
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    code = cli_main(argv)
-                if code != 0:
-                    raise RuntimeError(f"shopsimrl {' '.join(argv)} exited with {code}")
-                runs[name].append(figures(Path(out) / run_name))
-                print(f"{run_name}: {runs[name][-1]}", flush=True)
-    common = min(run["generated_episodes"] for group in runs.values() for run in group)
-    for group in runs.values():
-        for run in group:
-            run["eval_success_at_common_episodes"] = success_at(run.pop("_curve"), common)  # type: ignore[arg-type]
-    summary = {name: {key: median(run[key] for run in group if run[key] is not None) for key in group[0]}
-               for name, group in runs.items()}
-    results = {
-        "machine": machine(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        "products": PRODUCTS,
-        "steps": steps,
-        "seeds": list(seeds),
-        "eval": {"every": EVAL_EVERY, "samples_per_task": EVAL_SAMPLES, "split": "val"},
-        "common_generated_episodes": common,
-        "summary": summary,
-        "runs": runs,
-    }
-    publish("benchmarks/results/selection.json", results, summary)
+AXES = ("episodes", "env_steps", "wall_s")  # generated episodes; env steps (deterministic); measured wall seconds
+
+
+def compare_on(run: dict[str, Any], base: dict[str, Any], axis: str) -> dict[str, Any]:
+    """``run`` minus ``base`` (one seed) at equal cost on ``axis``: at each of ``base``'s evaluations from
+    2,500 generated episodes on that ``run`` reached, and at the largest cost both reached (``run``'s last
+    evaluation when it spent less, as adaptive waves do)."""
+    at_evals = [_diff(run, base, p[axis], axis) for p in base["curve"] if p["episodes"] >= COMPARE_FROM_EPISODES]
+    common = min(run["curve"][-1][axis], base["curve"][-1][axis])
+    return {"at_seed_fixed_evaluations": at_evals, "at_common_last": _diff(run, base, common, axis)}
+
+
+def paired(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Every strategy against seed/fixed of the same seed: per-seed differences and their medians."""
+    base = runs[SEED_FIXED]
+    seeds = sorted(base)
+    out: dict[str, Any] = {}
+    for strategy, by_seed in runs.items():
+        if strategy == SEED_FIXED:
+            continue
+        entry: dict[str, Any] = {}
+        for axis in AXES:
+            per_seed = {s: compare_on(by_seed[s], base[s], axis) for s in seeds}
+            n = max(len(v["at_seed_fixed_evaluations"]) for v in per_seed.values())
+            per_eval = [_median([v["at_seed_fixed_evaluations"][i] for v in per_seed.values()
+                                 if i < len(v["at_seed_fixed_evaluations"])]) for i in range(n)]
+            own_last = _median([v["at_common_last"] for v in per_seed.values()])
+            where = [_median([base[s]["curve"][j][axis] for s in seeds]) for j, p in enumerate(base[seeds[0]]["curve"])
+                     if p["episodes"] >= COMPARE_FROM_EPISODES]
+            entry[f"at_equal_{axis}"] = {
+                "seed_fixed_evaluations_at": where, "per_seed": per_seed, "median_per_evaluation": per_eval,
+                "median_at_common_last": own_last,
+                "worst_median": min([m for m in [*per_eval, own_last] if m is not None], default=None)}
+        ratios = {s: by_seed[s]["informative_per_1k_generated_episodes"] / base[s]["informative_per_1k_generated_episodes"]
+                  for s in seeds}
+        reach = {}
+        for s in seeds:
+            goal = base[s]["final_eval_success"]
+            mine, theirs = to_reach(by_seed[s]["curve"], goal), to_reach(base[s]["curve"], goal)
+            reach[s] = {"episodes": mine, "seed_fixed_episodes": theirs,
+                        "ratio": (mine / theirs) if mine is not None and theirs else None}
+        final = {s: by_seed[s]["final_eval_success"] - base[s]["final_eval_success"] for s in seeds}
+        most = {s: by_seed[s]["max_trainings_per_prompt"] / base[s]["max_trainings_per_prompt"] for s in seeds}
+        entry["informative_per_1k_ratio"] = {"per_seed": ratios, "median": median(ratios.values())}
+        entry["final_eval_success_diff"] = {"per_seed": final, "median": median(final.values())}
+        reach_ratio = _median([r["ratio"] if r["ratio"] is not None else float("inf") for r in reach.values()])
+        entry["episodes_to_reach_seed_fixed_final"] = {
+            "per_seed": reach, "median_ratio": None if reach_ratio == float("inf") else reach_ratio,
+            "reached": sum(r["episodes"] is not None for r in reach.values()),
+            "note": "not reached counts as infinite; a median that is infinite is null"}
+        entry["max_trainings_ratio"] = {"per_seed": most, "median": median(most.values())}
+        out[strategy] = entry
+    return out
+
+
+def _diff(run: dict[str, Any], base: dict[str, Any], x: float, axis: str) -> float | None:
+    mine, theirs = at(run["curve"], x, axis), at(base["curve"], x, axis)
+    return None if mine is None or theirs is None else mine - theirs
+
+
+def summary(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
+    keys = [k for k, v in next(iter(next(iter(runs.values())).values())).items() if isinstance(v, (int, float))]
+    return {strategy: {k: _median([run[k] for run in by_seed.values()]) for k in keys}
+            for strategy, by_seed in runs.items()}
+
+
+# -- the issue's targets ------------------------------------------------------------------------------------------
+
+def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Met / not met, with the numbers (medians over the seeds, against seed/fixed paired by seed)."""
+    out: dict[str, dict[str, Any]] = {}
+    for regime, r in results["regimes"].items():
+        pairs, summ = r["paired"], r["summary"]
+        held = ["informative/adaptive", *(["informative/fixed"] if regime == "products_2000" else [])]
+        for strategy in held:
+            if strategy in pairs:
+                worst = pairs[strategy]["at_equal_episodes"]["worst_median"]
+                out[f"{regime}: {strategy} held-out success at equal generated episodes >= seed/fixed - 0.01"] = {
+                    "value": worst, "met": worst is not None and worst >= -0.01,
+                    "note": "worst median over seed/fixed's evaluations from 2,500 episodes on and the largest number "
+                            "of episodes both runs reached"}
+        if "informative/adaptive" in pairs:
+            ratio = pairs["informative/adaptive"]["informative_per_1k_ratio"]["median"]
+            out[f"{regime}: informative/adaptive informative groups per 1k generated episodes >= 1.3x seed/fixed"] = {
+                "value": ratio, "met": ratio >= 1.3}
+            reach = pairs["informative/adaptive"]["episodes_to_reach_seed_fixed_final"]["median_ratio"]
+            out[f"{regime}: informative/adaptive episodes to reach seed/fixed's final success <= 0.8x (one catalog)"] = {
+                "value": reach, "met": reach is not None and reach <= 0.8}
+        if regime == "products_2000":
+            seed_max = summ[SEED_FIXED]["max_trainings_per_prompt"]
+            for strategy in ("informative/fixed", "informative/adaptive"):
+                if strategy in summ and seed_max:
+                    ratio = summ[strategy]["max_trainings_per_prompt"] / seed_max
+                    out[f"{regime}: {strategy} most trainings of one prompt <= 1.5x seed order's"] = {
+                        "value": ratio, "met": ratio <= 1.5,
+                        "note": f"{summ[strategy]['max_trainings_per_prompt']:g} against {seed_max:g} (medians)"}
+    reach_keys = [k for k in out if "episodes to reach" in k]
+    if reach_keys:
+        any_met = any(out[k]["met"] for k in reach_keys)
+        for k in reach_keys:
+            out[k]["met_on_at_least_one_catalog"] = any_met
+    return out
+
+
+# -- driver -------------------------------------------------------------------------------------------------------
+
+def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[int, dict[str, Any]]]:
+    root.mkdir(parents=True, exist_ok=True)
+    todo = [(strategy, seed) for seed in regime.seeds for strategy in regime.strategies]
+
+    def one(item: tuple[str, int]) -> tuple[str, int, dict[str, Any]]:
+        strategy, seed = item
+        name = f"{strategy.replace('/', '-')}-{seed}"
+        run = root / name
+        if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps:
+            shutil.rmtree(run, ignore_errors=True)
+            run_one(run_argv(regime, strategy, seed, root, name), root / f"{name}.log")
+        result = figures(run)
+        for traces in run.glob("step-*/traces"):
+            shutil.rmtree(traces, ignore_errors=True)  # the largest part of a run folder; nothing here reads it
+        print(f"{regime.name} {name}: final {result['final_eval_success']:.3f}, inf/1k "
+              f"{result['informative_per_1k_generated_episodes']:.1f}, max trainings "
+              f"{result['max_trainings_per_prompt']:g}", flush=True)
+        return strategy, seed, result
+
+    runs: dict[str, dict[int, dict[str, Any]]] = {s: {} for s in regime.strategies}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for strategy, seed, result in pool.map(one, todo):
+            runs[strategy][seed] = result
+    return runs
+
+
+def main(quick: bool = False, *, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,
+         keep: Path | None = None, jobs: int = JOBS, out: str | None = None) -> dict[str, object]:
+    regimes = [QUICK] if quick else list(REGIMES)
+    if only:
+        regimes = [r for r in regimes if r.name in only]
+    if seeds:
+        regimes = [Regime(r.name, r.products, r.strategies, tuple(seeds), r.eval_split, r.eval_samples, r.steps,
+                          r.eval_every) for r in regimes]
+    results: dict[str, Any] = {
+        "machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "wall_time": "rollout_wall_s sums rollout/shopsim/step/wall_seconds (measured, noisy on a shared machine); "
+                     "env_steps sums every generated episode's env steps (deterministic: the runtime's count)",
+        "regimes": {}}
+    with tempfile.TemporaryDirectory(prefix="shopsimrl-bench-selection-") as tmp:
+        base = keep or Path(tmp)
+        for regime in regimes:
+            runs = run_regime(regime, base / regime.name, jobs)
+            results["regimes"][regime.name] = {
+                "products": regime.products or "default", "steps": regime.steps, "seeds": list(regime.seeds),
+                "eval": {"every": regime.eval_every, "samples_per_task": regime.eval_samples,
+                         "split": regime.eval_split},
+                "summary": summary(runs), "paired": paired(runs) if SEED_FIXED in runs else {}, "runs": runs}
+    results["targets"] = targets(results)
+    path = out or ("benchmarks/results/selection_quick.json" if quick else "benchmarks/results/selection.json")
+    publish(path, results, {"targets": results["targets"],
+                            **{n: r["summary"] for n, r in results["regimes"].items()}})
     return results
 
 
 if __name__ == "__main__":
-    command_line(main, __doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one seed, 10 steps, --products 2000 only")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the seeds (tuning: 100-104)")
+    parser.add_argument("--only", nargs="+", default=None, choices=[r.name for r in REGIMES], help="these regimes")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here (reused if complete)")
+    parser.add_argument("--jobs", type=int, default=JOBS, help="runs at a time")
+    parser.add_argument("--out", default=None, help="result file (default benchmarks/results/selection.json)")
+    a = parser.parse_args()
+    main(a.quick, seeds=a.seeds, only=a.only, keep=a.keep, jobs=a.jobs, out=a.out)

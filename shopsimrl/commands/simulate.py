@@ -14,6 +14,8 @@ from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
 from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
 
 EXIT_OK = 0
+WORLDS = ("calibrated", "learner")
+DEFAULT_STEPS = 80  # the calibrated world's; the learner world's run is the benchmark's (calibrate_learner.STEPS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,10 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "from every informative group, calibrated to the public release run; compare strategies side by side.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--steps", type=int_range(1, MAX_STEPS, why_high=WHY_STEPS), default=80, help="rollout steps per run")
+    p.add_argument("--steps", type=int_range(1, MAX_STEPS, why_high=WHY_STEPS), default=None,
+                   help="rollout steps per run (default 80; 30 with --world learner, the benchmark's run)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one world per seed; medians are reported")
     p.add_argument("--out", type=folder, default="runs/simulate", help="summary.json and the pictures go here")
-    p.add_argument("--timeline-step", type=int_range(1), default=40, help="step whose wave timeline is drawn")
+    p.add_argument("--timeline-step", type=int_range(1), default=None,
+                   help="step whose wave timeline is drawn (default: the middle step)")
     staged = p.add_argument_group("staged siblings (docs/dynamic-sampling.md R29)")
     staged.add_argument("--siblings", **one_of(Siblings), default=DEFAULT_SIBLINGS,
                         help="staged: every strategy also runs with staged siblings (rows <strategy>+staged), and "
@@ -40,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="episodes the engine runs at full speed (default with --siblings staged: calibrated so "
                         "the seed's wave takes the release run's step time; otherwise no capacity model)")
     world = p.add_argument_group("world (defaults: the calibration to the release run)")
+    world.add_argument("--world", choices=WORLDS, default=WORLDS[0],
+                       help="calibrated: the fit to the public release run (every informative group teaches every "
+                       "prompt alike); learner: the fit to the main job's GRPO learner on --products 2000 (two kinds "
+                       "of prompt that disagree about what to learn; 160 prompts)")
     world.add_argument("--prompts", type=int_range(DEFAULT_OVER_SAMPLING_BATCH_SIZE, MAX_PROMPTS, why_high=WHY_PROMPTS,
                                                    why=f"a wave submits {DEFAULT_OVER_SAMPLING_BATCH_SIZE} distinct prompts"),
                        default=None)
@@ -49,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="the prompts fall into K clusters, each learning from its own groups (0: none)")
     world.add_argument("--transfer", type=number(0, 1), default=None, metavar="S",
                        help="with --clusters: share of a cluster's learning that carries to every prompt (0..1)")
+    world.add_argument("--directions", type=int_range(0, MAX_PROMPTS, why_high=WHY_PROMPTS), default=None, metavar="K",
+                       help="K >= 2 kinds of prompt pull a shared stance toward their own direction (the learner "
+                       "world's angle, weight and rate; 0: none)")
     handled_by(p, handle)
 
 
@@ -64,8 +75,15 @@ def handle(args: argparse.Namespace) -> int:
         targets,
         with_overrides,
     )
-    from shopsimrl.simulate.model import WorldParams
+    from shopsimrl.simulate.model import DIRECTION_FIELDS, WorldParams
 
+    if args.steps is None:
+        # the learner world's default run length is its fit's (loaded with it)
+        from shopsimrl.simulate.calibrate_learner import STEPS as LEARNER_STEPS
+
+        args.steps = LEARNER_STEPS if args.world == "learner" else DEFAULT_STEPS
+    if args.timeline_step is None:
+        args.timeline_step = max(1, args.steps // 2)
     if args.steps < 1 or not 1 <= args.timeline_step <= args.steps:
         raise UsageError(f"need --steps >= 1 and 1 <= --timeline-step <= --steps, got {args.steps} and "
                          f"{args.timeline_step}")
@@ -74,8 +92,18 @@ def handle(args: argparse.Namespace) -> int:
     if args.transfer is not None and not args.clusters:
         raise UsageError("--transfer needs --clusters K >= 1")
     try:
-        world = with_overrides(WorldParams(), prompts=args.prompts, eta_prompt=args.eta_prompt,
-                               eta_global=args.eta_global, clusters=args.clusters, transfer=args.transfer)
+        base = WorldParams()
+        if args.world == "learner" or args.directions:
+            # the learner world's constants (the fit loads only when asked for)
+            from shopsimrl.simulate.calibrate_learner import LEARNER_2000
+
+            base = LEARNER_2000 if args.world == "learner" else with_overrides(
+                base, **{k: getattr(LEARNER_2000, k) for k in DIRECTION_FIELDS if k != "directions"})
+        if args.world == "learner" and args.clusters:
+            raise ValueError("--world learner has directions, not clusters: drop --clusters")
+        world = with_overrides(base, prompts=args.prompts, eta_prompt=args.eta_prompt,
+                               eta_global=args.eta_global, clusters=args.clusters, transfer=args.transfer,
+                               directions=args.directions)
         knobs = SamplingKnobs()
         skip = {} if args.stage_skip_q is None else {"skip_q": args.stage_skip_q}
         staging = (StagedSiblings.of(knobs.n_samples_per_prompt, args.stage_size, **skip)
@@ -95,11 +123,16 @@ def handle(args: argparse.Namespace) -> int:
     if capacity is not None:
         print(f"capacity model: {capacity:.2f} episodes at full speed (each at min(1, C/in_flight) of solo speed)")
     clustered = f" in {world.clusters} clusters, transfer {world.transfer:g}" if world.clusters else ""
-    print(f"simulating {args.steps} steps x {len(args.seeds)} seeds{clustered} (the oracle rows read the true "
-          f"pass rates: the bound for any selector) ...", flush=True)
+    bound = "" if world.directions else " (the oracle rows read the true pass rates: the bound for any selector)"
+    print(f"simulating {args.steps} steps x {len(args.seeds)} seeds{clustered}{bound} ...", flush=True)
     result = compare(steps=args.steps, seeds=args.seeds, world=world, timeline_step=args.timeline_step,
                      staging=staging, capacity=capacity)
     summary, checks = result["summary"], targets(result["summary"], world.clusters)
+    if world.directions:
+        # the learner's ranking to check against (loaded with the learner world)
+        from shopsimrl.simulate.calibrate_learner import learner_targets
+
+        checks = learner_targets(summary)
     if staging is not None:
         checks.update(staged_targets(summary))
     columns = [("inf/1k gen ep", "informative_per_1k_generated_episodes"),
@@ -109,6 +142,7 @@ def handle(args: argparse.Namespace) -> int:
     if world.clusters:
         columns += [("cluster min", "cluster_final_pass_min"), ("cluster median", "cluster_final_pass_median"),
                     ("clusters gen", "clusters_generated_min")]
+    columns += [(f"kind {k} final", f"kind_{k}_final_pass_rate") for k in range(world.directions)]
     print(" | ".join(f"{h:>14}" for h in ("strategy", *(name for name, _ in columns))))
     for label, row in summary.items():
         print(" | ".join([f"{label:>14}", *(f"{row[key]:>14.3f}" for _, key in columns)]))

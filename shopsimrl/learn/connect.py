@@ -14,7 +14,13 @@ from typing import Any
 from shopsimrl.agent import make_policy
 from shopsimrl.argtypes import DeprecatedFlag, int_range
 from shopsimrl.learn import resume
-from shopsimrl.learn.defaults import DEFAULT_LEARNER, EVAL_SAMPLES_PER_TASK, LEARNERS
+from shopsimrl.learn.defaults import (
+    DEFAULT_EVAL_SPLIT,
+    DEFAULT_LEARNER,
+    EVAL_SAMPLES_PER_TASK,
+    EVAL_SPLITS,
+    LEARNERS,
+)
 from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.run import run_record
 
@@ -39,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "(eval/shopsim/* in metrics.jsonl)")
     group.add_argument("--eval-samples", type=int_range(1), default=EVAL_SAMPLES_PER_TASK, metavar="K",
                        help="sampled eval episodes per val task (greedy plays one)")
+    group.add_argument("--eval-split", choices=EVAL_SPLITS, default=DEFAULT_EVAL_SPLIT,
+                       help="the held-out tasks evaluated: the val split, or val and test together")
     group.add_argument("--resume", action="store_true",
                        help="continue the run --name from its last complete step (same options; --steps may grow)")
 
@@ -74,7 +82,7 @@ def make_learning_policy(args: argparse.Namespace, options: dict[str, Any]) -> A
 def run_fields(args: argparse.Namespace) -> dict[str, Any]:
     """What run.json records of the learner."""
     return {"learner": args.learner, "learning": args.learner == "heuristic", "eval_every": args.eval_every,
-            **({"eval_samples": args.eval_samples} if args.eval_every else {})}
+            **({"eval_samples": args.eval_samples, "eval_split": args.eval_split} if args.eval_every else {})}
 
 
 async def start(args: argparse.Namespace, policy: Any, env: Any, paths: Any, config: Any,
@@ -92,8 +100,10 @@ async def start(args: argparse.Namespace, policy: Any, env: Any, paths: Any, con
 
         plan = None
         if args.eval_every:
-            val = await env.list_tasks("val")
-            plan = EvalPlan(every=args.eval_every, task_ids=val, seed=config.seed, samples=args.eval_samples,
+            from shopsimrl.learn.evaluate import eval_task_ids  # the grpo learner's, as above
+
+            held_out = await eval_task_ids(env, args.eval_split)
+            plan = EvalPlan(every=args.eval_every, task_ids=held_out, seed=config.seed, samples=args.eval_samples,
                             concurrency=config.episode_concurrency,
                             make_runner=lambda p: agent_runner(env, p, max_turns=args.max_turns))
         learner = GrpoLearner(policy, paths.root, config.knobs.global_batch_size, plan)

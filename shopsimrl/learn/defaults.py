@@ -15,6 +15,10 @@ EPS_CLIP = 0.2
 
 #: Sampled episodes per val task in each evaluation (slime's n_samples_per_eval_prompt); greedy plays one.
 EVAL_SAMPLES_PER_TASK = 4
+#: ``--eval-split`` choices: the val split (slime's eval set), or val and test together (twice the tasks, to
+#: separate strategies whose held-out success differs by a few points; benchmarks only, test stays unseen otherwise).
+EVAL_SPLITS = ("val", "val+test")
+DEFAULT_EVAL_SPLIT = "val"
 #: Products the learned shopper opens at most before it buys the best one it saw.
 MAX_INSPECTED = 3
 

@@ -7,19 +7,25 @@ no scored episode.  The same rules apply here, to ``eval/shopsim/...``: the samp
 policy (``EVAL_SAMPLES_PER_TASK`` episodes per task, as slime's ``n_samples_per_eval_prompt``)
 under the plain keys, the greedy policy (one episode per task) under ``greedy/``.
 Eval episodes use the same seeds at every evaluation, so two evaluations differ only by
-the parameters.
+the parameters.  ``--eval-split val+test`` evaluates on both held-out splits (twice the
+tasks: benchmarks that must separate strategies by a few points use it).
+:func:`success_by_task` reads an evaluation's record per task, and
+:func:`evaluate_parameters` evaluates saved parameters after a run (diagnostics).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shopsimrl.agent.result import EpisodeResult
-from shopsimrl.learn.defaults import EVAL_SAMPLES_PER_TASK
+from shopsimrl.learn.defaults import EVAL_SAMPLES_PER_TASK, EVAL_SPLITS
 from shopsimrl.learn.policy import LinearPolicy
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec, episode_seed
+
+if TYPE_CHECKING:
+    from shopsimrl.env.types import EnvClient
 
 EVAL_PREFIX = "eval/shopsim/"
 EVAL_SEED = -1  # the "step" mixed into eval episode seeds: never a rollout step's
@@ -78,3 +84,34 @@ async def evaluate(policy: LinearPolicy, make_runner: Callable[[LinearPolicy], E
                      for mode, results in (("sampled", sampled), ("greedy", greedy)) for r in results],
     }
     return metrics, record
+
+
+async def eval_task_ids(env: EnvClient, split: str) -> list[str]:
+    """The held-out tasks of ``split`` (one of ``EVAL_SPLITS``: ``val``, or ``val+test``, val's first)."""
+    if split not in EVAL_SPLITS:
+        raise ValueError(f"eval split must be one of {', '.join(EVAL_SPLITS)}, got {split!r}")
+    task_ids: list[str] = []
+    for part in split.split("+"):
+        task_ids += await env.list_tasks(part)
+    return task_ids
+
+
+def success_by_task(record: dict[str, Any], mode: str = "sampled") -> dict[str, float]:
+    """Each task's success rate over its scored episodes of ``mode`` (``sampled`` or ``greedy``) in an
+    evaluation's record (``eval.json``); a task with no scored episode is left out."""
+    totals: dict[str, list[float]] = {}
+    for episode in record["episodes"]:
+        if episode["mode"] == mode and episode["scored"]:
+            totals.setdefault(episode["task_id"], []).append(float(episode["success"] or 0.0))
+    return {task: sum(v) / len(v) for task, v in totals.items()}
+
+
+async def evaluate_parameters(theta: Sequence[float], env: EnvClient, task_ids: Sequence[str], *, seed: int = 0,
+                              samples: int = EVAL_SAMPLES_PER_TASK, max_turns: int | None = None,
+                              concurrency: int = 64) -> tuple[dict[str, float], dict[str, Any]]:
+    """:func:`evaluate` for a parameter vector (a saved ``policy.npz``'s ``theta``) on ``env``, as a run's
+    evaluation plays it: the same episode seeds for the same ``seed``."""
+    from shopsimrl.rollout.episode_runner import agent_runner  # only when saved parameters are evaluated
+
+    return await evaluate(LinearPolicy(theta, record=False), lambda p: agent_runner(env, p, max_turns=max_turns),
+                          task_ids, seed=seed, samples=samples, concurrency=concurrency)

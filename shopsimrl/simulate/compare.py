@@ -24,6 +24,15 @@ STRATEGIES: tuple[tuple[str, ...], ...] = (
     ("oracle", "fixed"),
     ("oracle", "adaptive"),
 )
+#: In a world with directions (prompts that disagree about what to learn): the five strategies the main job's
+#: learner ranks (docs/learning.md).
+DIRECTION_STRATEGIES: tuple[tuple[str, ...], ...] = (
+    ("seed", "fixed"),
+    ("spread", "fixed"),
+    ("spread", "adaptive"),
+    ("informative", "fixed"),
+    ("informative", "adaptive"),
+)
 #: In a clustered world, also the selector that is not told the clusters (as before labels were known).
 UNLABELLED = ("informative", "adaptive", "no labels")
 #: Figures of clustered worlds (medians over seeds, and the fewest clusters generated in any seed).
@@ -59,7 +68,8 @@ def compare(
     """
     world = world or WorldParams()
     if strategies is None:
-        strategies = (*STRATEGIES, UNLABELLED) if world.clusters else STRATEGIES
+        strategies = (*STRATEGIES, UNLABELLED) if world.clusters else DIRECTION_STRATEGIES if world.directions \
+            else STRATEGIES
     runs: dict[str, list[RunResult]] = {}
     for selection, waves, *blind in strategies:
         for staged in (None, staging) if staging is not None else (None,):
@@ -71,7 +81,8 @@ def compare(
                              capacity=capacity)
                 for i, s in enumerate(seeds)
             ]
-    keys = SUMMARY_KEYS + (CLUSTER_KEYS if world.clusters else ())
+    keys = SUMMARY_KEYS + (CLUSTER_KEYS if world.clusters else ()) + (
+        tuple(f"kind_{k}_{when}_pass_rate" for when in ("initial", "final") for k in range(world.directions)))
     summary = {
         label: {key: median(r.summary(8)[key] for r in rs) for key in keys}
         | ({"clusters_generated_min": min(r.clusters_generated or 0 for r in rs)} if world.clusters else {})

@@ -88,6 +88,11 @@ class RunResult:
     #: clustered worlds: each cluster's final mean pass rate, and how many clusters had a prompt generated
     cluster_pass_rates: list[float] = field(default_factory=list)
     clusters_generated: int | None = None
+    #: worlds with directions: each kind's mean pass rate at the start and at the end (kind 0: the majority)
+    kind_pass_rates_initial: list[float] = field(default_factory=list)
+    kind_pass_rates: list[float] = field(default_factory=list)
+    #: worlds with directions: informative groups trained per kind, per step
+    trained_kinds: list[list[int]] = field(default_factory=list)
 
     def summary(self, n_samples_per_prompt: int) -> dict[str, float]:
         s = self.steps
@@ -118,6 +123,11 @@ class RunResult:
             **({"cluster_final_pass_min": min(self.cluster_pass_rates),
                 "cluster_final_pass_median": median(self.cluster_pass_rates)} if self.cluster_pass_rates else {}),
             **({"clusters_generated": self.clusters_generated} if self.clusters_generated is not None else {}),
+            **({f"kind_{k}_{when}_pass_rate": rate for when, rates in (("initial", self.kind_pass_rates_initial),
+                                                                       ("final", self.kind_pass_rates))
+                for k, rate in enumerate(rates)} if self.kind_pass_rates else {}),
+            **({"kind_0_share_of_trained_after_step_10": _share_after(self.trained_kinds, 10)}
+               if self.trained_kinds else {}),
         }
 
 
@@ -167,6 +177,7 @@ def simulate_run(
                                  clusters=clusters)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
     initial = w.mean_pass_rate()
+    kinds_initial = w.kind_pass_rates() if w.stance is not None else []
     records: list[StepRecord] = []
     timelines: dict[int, list[dict[str, Any]]] = {}
     groups: list[tuple[int, str, bool]] = []
@@ -187,7 +198,17 @@ def simulate_run(
         groups=groups,
         cluster_pass_rates=w.cluster_pass_rates() if w.clustered else [],
         clusters_generated=len({w.cluster(pid) for pid in selector.ever_chosen()}) if w.clustered else None,
+        kind_pass_rates_initial=kinds_initial,
+        kind_pass_rates=w.kind_pass_rates() if w.stance is not None else [],
+        trained_kinds=w.trained_kinds,
     )
+
+
+def _share_after(per_step: list[list[int]], step: int) -> float:
+    """Kind 0's share of the informative groups trained after ``step`` (the learner's exploration is over by 10)."""
+    late = per_step[step:]
+    total = sum(sum(c) for c in late)
+    return sum(c[0] for c in late) / total if total else float("nan")
 
 
 def _simulate_step(

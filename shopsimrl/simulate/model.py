@@ -27,6 +27,20 @@ cluster the rest, concentrated on the ``1/K`` of the prompts it holds:
 a group teaches as much as in the calibrated world; ``S = 1`` *is* the calibrated
 world, and with ``S = 0`` a cluster learns only from its own groups.
 
+**Directions** (``directions = K >= 2``; ``K = 0``, the default, has none): the prompts
+disagree about what to learn (:mod:`~shopsimrl.simulate.directions`).  Prompt ``i`` has a
+kind ``k_i`` and its pass rate a stance term::
+
+    p_i = sigmoid(skill + bonus_i − difficulty_i + w · (u_k(i) · θ))
+
+where every informative group trained on pulls the shared stance ``θ`` toward its prompt's
+direction ``u_k``; kind ``k``'s difficulties are centred ``kind_difficulty_step · k/(K − 1)``
+above ``difficulty_mean``.  With ``novelty < 1`` a prompt's informative group teaches the
+shared skill ``novelty^t`` of ``eta_global``, ``t`` its earlier trainings: a prompt trained
+over and over has less left to teach every prompt (the learner's focus prompts doubled their
+own success while the rest gained little).  ``calibrate_learner.LEARNER_2000`` is this world fitted to the
+main job's GRPO learner.
+
 A group is ``n`` Bernoulli(``p_i``) rewards; with probability ``technical_rate`` it is
 unscorable instead.  An episode lasts a log-normal time; a group finishes when its
 slowest sibling does (siblings run concurrently, and so do all groups in flight).
@@ -42,6 +56,11 @@ import random
 from dataclasses import asdict, dataclass
 
 from shopsimrl.sampling.estimate import sigmoid
+from shopsimrl.simulate.directions import DirectionGeometry, Stance, draw_kinds
+
+#: The fields of a world with directions: left out of a world without them (its record stays as it was).
+DIRECTION_FIELDS = ("directions", "direction_angle_deg", "direction_weight", "direction_rate", "majority_share",
+                    "kind_difficulty_step", "novelty")
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,13 @@ class WorldParams:
     episode_sigma: float = 0.5
     clusters: int = 0  # 0: no clusters (the calibrated world); K >= 1: the prompts fall into K clusters
     transfer: float = 1.0  # share of a cluster's learning that carries to every prompt (with clusters)
+    directions: int = 0  # 0: every prompt learns alike; K >= 2: K kinds of prompt pull a shared stance apart
+    direction_angle_deg: float = 60.0  # with directions: kind 0 at +angle, kind K-1 at -angle
+    direction_weight: float = 2.0  # with directions: logits gained when the stance is the prompt's own direction
+    direction_rate: float = 0.05  # with directions: the stance's step toward a trained prompt's direction
+    majority_share: float = 0.6  # with directions: the share of prompts of kind 0
+    kind_difficulty_step: float = 0.0  # with directions: kind K-1's difficulties are centred this much higher
+    novelty: float = 1.0  # each earlier training of a prompt scales the skill its next group teaches by this (1: none)
 
     def __post_init__(self) -> None:
         if self.prompts < 1:
@@ -73,13 +99,34 @@ class WorldParams:
             raise ValueError(f"clusters must be within [0, prompts={self.prompts}], got {self.clusters}")
         if not 0.0 <= self.transfer <= 1.0:
             raise ValueError(f"transfer must be within [0, 1], got {self.transfer}")
+        if not 0.0 < self.novelty <= 1.0:
+            raise ValueError(f"novelty must be within (0, 1], got {self.novelty}")
+        if self.novelty < 1.0 and not self.directions:
+            raise ValueError("novelty is a parameter of worlds with directions")
+        if self.directions:
+            if self.clusters:
+                raise ValueError("directions and clusters are separate worlds: choose one")
+            if self.directions > self.prompts:
+                raise ValueError(f"directions must be within [2, prompts={self.prompts}], got {self.directions}")
+            self.geometry()  # checks the direction constants (directions >= 2)
+            if not 0.0 < self.majority_share < 1.0:
+                raise ValueError(f"majority_share must be within (0, 1), got {self.majority_share}")
+
+    def geometry(self) -> DirectionGeometry:
+        return DirectionGeometry(self.directions, self.direction_angle_deg, self.direction_weight, self.direction_rate)
 
     def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.directions:
+            for name in DIRECTION_FIELDS:
+                del out[name]
+        return out
 
     @property
     def label(self) -> str:
         """A short name: ``calibrated``-style parameters print as they are; clustered worlds say K and S."""
+        if self.directions:
+            return f"{self.directions} directions at ±{self.direction_angle_deg:g}°"
         return f"K = {self.clusters}, S = {self.transfer:g}" if self.clusters else "no clusters"
 
 
@@ -90,7 +137,17 @@ class World:
         self.params = params
         self.rng = random.Random(f"shopsimrl-simulate/world/{seed}")
         self.prompt_ids = [f"prompt-{i:05d}" for i in range(params.prompts)]
-        self.difficulty = [self.rng.gauss(params.difficulty_mean, params.difficulty_sd) for _ in self.prompt_ids]
+        d = params.directions
+        #: each prompt's kind (all 0 without directions), and the policy's stance (worlds with directions only)
+        self.kind_of = draw_kinds(params.prompts, d, params.majority_share, seed) if d else [0] * params.prompts
+        self.stance = Stance(params.geometry()) if d else None
+        #: per training step, how many informative groups of each kind were trained (worlds with directions)
+        self.trained_kinds: list[list[int]] = []
+        #: informative groups trained per prompt (counted with novelty < 1 only)
+        self.times_trained = [0] * params.prompts
+        shift = [params.kind_difficulty_step * k / (d - 1) for k in range(d)] if d else [0.0]
+        self.difficulty = [self.rng.gauss(params.difficulty_mean + shift[k], params.difficulty_sd)
+                           for k in self.kind_of]
         self.bonus = [0.0] * params.prompts
         self.skill = 0.0
         self.informative_trained = 0
@@ -116,9 +173,24 @@ class World:
 
     def pass_rate(self, prompt_id: str) -> float:
         i = self._index[prompt_id]
+        if self.stance is not None:
+            return sigmoid(self.skill + self.bonus[i] - self.difficulty[i] + self.stance.gain(self.kind_of[i]))
         return sigmoid(self._skill_of(i) + self.bonus[i] - self.difficulty[i])
 
+    def kind_pass_rates(self) -> list[float]:
+        """Mean pass rate per kind (worlds with directions; one figure, the mean, without)."""
+        gains = self.stance.gains() if self.stance is not None else [0.0]
+        totals, counts = [0.0] * len(gains), [0] * len(gains)
+        for k, b, d in zip(self.kind_of, self.bonus, self.difficulty):
+            totals[k] += sigmoid(self.skill + b - d + gains[k])
+            counts[k] += 1
+        return [t / n if n else float("nan") for t, n in zip(totals, counts)]
+
     def mean_pass_rate(self) -> float:
+        if self.stance is not None:
+            gains = self.stance.gains()
+            return sum(sigmoid(self.skill + b - d + gains[k])
+                       for k, b, d in zip(self.kind_of, self.bonus, self.difficulty)) / len(self.difficulty)
         if self.clustered:
             return sum(sigmoid(self._skill_of(i) + b - d)
                        for i, (b, d) in enumerate(zip(self.bonus, self.difficulty))) / len(self.difficulty)
@@ -154,11 +226,21 @@ class World:
         """One optimizer step on the kept batch: only groups with spread move the policy."""
         if self.clustered:
             self._train_clusters(informative_prompts)
+        elif self.params.novelty < 1.0:
+            for pid in informative_prompts:
+                i = self._index[pid]
+                teach = self.params.eta_global * self.params.novelty ** self.times_trained[i]
+                self.skill += teach * (1.0 - self.skill / self.params.skill_cap)
+                self.times_trained[i] += 1
         else:
             for _ in informative_prompts:
                 self.skill += self.params.eta_global * (1.0 - self.skill / self.params.skill_cap)
         for pid in informative_prompts:
             self.bonus[self._index[pid]] += self.params.eta_prompt
+        if self.stance is not None:
+            kinds = [self.kind_of[self._index[pid]] for pid in informative_prompts]
+            self.stance.train(kinds)
+            self.trained_kinds.append([kinds.count(k) for k in range(self.params.directions)])
         self.informative_trained += len(informative_prompts)
 
     def _train_clusters(self, informative_prompts: list[str]) -> None:

@@ -61,3 +61,61 @@ def _recorder(into):
         into.append((spec.task_id, spec.seed))
         return scored(spec.task_id, 1.0, 1.0)
     return run
+
+
+class _Splits:
+    async def list_tasks(self, split):
+        return {"val": ["v1", "v2"], "test": ["t1"], "train": ["x"]}[split]
+
+
+async def test_eval_split_val_plus_test_evaluates_both_held_out_splits_val_first():
+    from shopsimrl.learn.evaluate import eval_task_ids
+
+    assert await eval_task_ids(_Splits(), "val") == ["v1", "v2"]
+    assert await eval_task_ids(_Splits(), "val+test") == ["v1", "v2", "t1"]
+    with pytest.raises(ValueError, match="val, val\\+test"):
+        await eval_task_ids(_Splits(), "train")
+
+
+def test_success_by_task_reads_one_mode_and_skips_unscored_episodes():
+    from shopsimrl.learn.evaluate import success_by_task
+
+    episodes = [{"mode": "sampled", "task_id": "a", "scored": True, "success": 1.0},
+                {"mode": "sampled", "task_id": "a", "scored": True, "success": 0.0},
+                {"mode": "sampled", "task_id": "b", "scored": False, "success": None},
+                {"mode": "greedy", "task_id": "a", "scored": True, "success": 1.0}]
+    assert success_by_task({"episodes": episodes}) == {"a": 0.5}
+    assert success_by_task({"episodes": episodes}, "greedy") == {"a": 1.0}
+
+
+def test_saved_parameters_evaluate_as_the_run_did(cli_cache):
+    """evaluate_parameters plays the run's eval episodes (same seeds): the untrained parameters give the success
+    the run logged before training."""
+    import asyncio
+    import json
+
+    from shopsimrl.cli import main
+    from shopsimrl.env import InProcessEnvClient
+    from shopsimrl.env.core import load_env
+    from shopsimrl.learn.evaluate import evaluate_parameters
+    from shopsimrl.learn.params import LAYOUT
+    from tests.learn.conftest import CATALOG_SEED, PRODUCTS
+
+    out = cli_cache / "runs"
+    assert main(["rollout", "--learner", "grpo", "--eval-every", "1", "--eval-samples", "2", "--eval-split",
+                 "val+test", "--steps", "1", "--products", str(PRODUCTS), "--seed", "5", "--out", str(out),
+                 "--name", "r", "--no-timeline", "--view", "plain", "--episode-concurrency", "1"]) == 0
+    row = json.loads((out / "r" / "metrics.jsonl").read_text().splitlines()[0])
+
+    async def evaluate_untrained():
+        client = InProcessEnvClient(load_env(PRODUCTS, CATALOG_SEED, cli_cache, slots=8), owns_env=True)
+        try:
+            held_out = await client.list_tasks("val") + await client.list_tasks("test")
+            return held_out, *await evaluate_parameters(LAYOUT.initial(), client, held_out, seed=5, samples=2)
+        finally:
+            await client.aclose()
+
+    held_out, metrics, record = asyncio.run(evaluate_untrained())
+    assert record["tasks"] == len(held_out) == 40  # val and test of the 2,000-product catalog
+    assert metrics["eval/shopsim/success_rate"] == row["eval/shopsim/success_rate"]
+    assert json.loads((out / "r" / "run.json").read_text())["eval_split"] == "val+test"
