@@ -12,8 +12,8 @@ these.  Not timed: the figures are simulated and deterministic.
 from __future__ import annotations
 
 from benchmarks.common import command_line, publish
-from shopsimrl.simulate.compare import compare, targets
 from shopsimrl.simulate.model import WorldParams
+from shopsimrl.simulate.side_by_side import compare, targets
 
 WORLDS = ((10, 0.3), (50, 0.3), (10, 0.0), (50, 0.0), (10, 1.0), (50, 1.0))
 

@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from benchmarks.common import command_line, machine, publish
 from shopsimrl.simulate.calibrate_learner import LEARNER_2000, LEARNER_FINAL_BY_SEED, RANKED, learner_targets
-from shopsimrl.simulate.compare import compare
 from shopsimrl.simulate.model import WorldParams
+from shopsimrl.simulate.side_by_side import compare
 
 STEPS = 30
 REPORT_SEEDS = (0, 1, 2, 3, 4)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from benchmarks.common import command_line, publish
 from shopsimrl.simulate.calibrate import FIT_SEEDS, PER_PROMPT_1, RELEASE_ONLY_FIT, persistence, seed_runs
-from shopsimrl.simulate.compare import compare, targets
 from shopsimrl.simulate.model import WorldParams
+from shopsimrl.simulate.side_by_side import compare, targets
 
 WORLDS = (("calibrated", WorldParams()), ("per_prompt_1", PER_PROMPT_1), ("release_only_fit", RELEASE_ONLY_FIT))
 

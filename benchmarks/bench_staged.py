@@ -30,9 +30,9 @@ from statistics import median
 from benchmarks.common import command_line, machine, publish
 from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, DEFAULT_STAGE_THRESHOLD, StagedSiblings
 from shopsimrl.simulate.capacity import calibrate_capacity
-from shopsimrl.simulate.compare import SUMMARY_KEYS, compare, staged_targets
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
+from shopsimrl.simulate.side_by_side import SUMMARY_KEYS, compare, staged_targets
 
 TUNING_SEEDS = (100, 101, 102, 103, 104)
 REPORT_SEEDS = (0, 1, 2)

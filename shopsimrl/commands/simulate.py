@@ -66,7 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def handle(args: argparse.Namespace) -> int:
     # the simulator and its pictures (numpy, matplotlib) load only when it runs: --help stays fast
     from shopsimrl.simulate.capacity import calibrate_capacity
-    from shopsimrl.simulate.compare import (
+    from shopsimrl.simulate.model import DIRECTION_FIELDS, WorldParams
+    from shopsimrl.simulate.side_by_side import (
         compare,
         draw_cluster_pass_rates,
         draw_step_bars,
@@ -75,7 +76,6 @@ def handle(args: argparse.Namespace) -> int:
         targets,
         with_overrides,
     )
-    from shopsimrl.simulate.model import DIRECTION_FIELDS, WorldParams
 
     if args.steps is None:
         # the learner world's default run length is its fit's (loaded with it)

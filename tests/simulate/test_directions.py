@@ -105,7 +105,7 @@ def test_the_learner_world_ranks_the_strategies_as_the_learner_does():
     """The acceptance of the learner world: on the report seeds 0-4 (the fit used 100-104) it orders every pair of
     the five strategies that the learner separates on held-out success as the learner does."""
     from shopsimrl.simulate.calibrate_learner import RANKED, learner_targets
-    from shopsimrl.simulate.compare import compare
+    from shopsimrl.simulate.side_by_side import compare
 
     out = compare(steps=30, seeds=(0, 1, 2, 3, 4), world=LEARNER_2000, strategies=RANKED)
     check = next(iter(learner_targets(out["summary"]).values()))
