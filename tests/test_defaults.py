@@ -24,10 +24,11 @@ ENV_DEFAULTS = "shopsimrl/env/defaults.py"
 AGENT_DEFAULTS = "shopsimrl/agent/defaults.py"
 SLIME_DEFAULTS = "shopsimrl/slime/defaults.py"
 
-# value -> where it may be written (one definition per idea; 30 is two ideas: the env's action limit and the turn cap)
+# value -> where it may be written (one definition per idea; 30 is two ideas: the env's action limit and the turn cap;
+# 48 is two: the env's slots and a constrained action's longest query)
 DEFINED_ONCE = {
     5700: [ENV_DEFAULTS],
-    48: [ENV_DEFAULTS],
+    48: [ENV_DEFAULTS, "shopsimrl/agent/constrained.py"],
     20_000: [ENV_DEFAULTS],
     30: [ENV_DEFAULTS, AGENT_DEFAULTS],
     "data/shopsim_train.jsonl": [SLIME_DEFAULTS],
