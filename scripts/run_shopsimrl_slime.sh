@@ -18,7 +18,7 @@
 set -euo pipefail
 
 # Every knob's default (SLIME_DIR, ROLLOUT_BATCH_SIZE, SHOPSIM_ENV_URL, ENV_SLOTS, SHOPSIM_MAX_TURNS, ...)
-# is defined once, in Python (shopsimrl.slime.launch.TrainConfig, taken from the parts' defaults
+# is defined once, in Python (shopsimrl.slime.launch_knobs.TrainKnobs, taken from the parts' defaults
 # modules; the table in docs/slime.md). This script asks for them rather than restating them:
 #   shopsimrl launch --print-defaults   # one `export NAME=${NAME:-default}` per knob
 : "${SHOPSIMRL_PYTHON:=python3}"

@@ -33,13 +33,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from shopsimrl import __version__
 from shopsimrl.env.catalog import SPLITS, CatalogGenerator, Product
 from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
 from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
 from shopsimrl.errors import Refusal
-from shopsimrl.io import BadFileError, LockFileError, open_lock_file, open_regular_file, printable, read_bounded_text
+from shopsimrl.io import (
+    BadFileError,
+    LockFileError,
+    atomic_write_text,
+    open_lock_file,
+    open_regular_file,
+    printable,
+    read_bounded_text,
+)
 
 SCHEMA_VERSION = 1
 MIN_PRODUCTS = 10  # fewer leave no family of look-alikes and too few tasks
@@ -236,8 +245,6 @@ def _sha256(path: Path) -> str:
 
 
 def _write_checksum(path: Path, hexdigest: str) -> None:
-    from shopsimrl.io import atomic_write_text
-
     atomic_write_text(checksum_path(path), f"{hexdigest}  {path.name}\n")
 
 
@@ -262,8 +269,6 @@ def _write_database(path: Path, products: int, seed: int, n_tasks: int, progress
             progress("index", 1, 1)
         task_rows, rejected = _select_tasks(path, candidates, seed, n_tasks, progress, cancel)
         counts = {split: sum(1 for row in task_rows if row[1] == split) for split in SPLITS}
-        from shopsimrl import __version__
-
         meta: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION, "seed": seed, "products": products, "tasks": len(task_rows),
             "task_counts": counts, "rejected_goals": rejected, "shopsimrl": __version__,

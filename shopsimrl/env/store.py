@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from shopsimrl.env.build import CatalogError, rebuild_command
 from shopsimrl.env.catalog import SPLITS, Product
 from shopsimrl.env.types import BadRequestError, Task, UnknownTaskError
 from shopsimrl.io import BadFileError, open_regular_file
@@ -30,8 +31,6 @@ class CatalogStore:
         self.path = Path(path)
         if not self.path.exists():
             raise FileNotFoundError(f"catalog database not found: {self.path}")
-        from shopsimrl.env.build import CatalogError, rebuild_command
-
         try:  # SQLite would block on a FIFO forever: regular files only
             open_regular_file(self.path, "the catalog").close()
         except BadFileError as exc:

@@ -183,6 +183,7 @@ def chart_text(text: str) -> str:
 
 def draw(curves: Sequence[RunCurve], path: Path, title: str = "held-out success against generated episodes") -> Path:
     """Sampled eval success (solid) and greedy (dashed) of every run, on one chart; the PNG written atomically."""
+    # matplotlib takes a second to load: only when a chart is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

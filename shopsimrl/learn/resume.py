@@ -41,6 +41,8 @@ from shopsimrl.rollout.journal import (
     read_json_object,
 )
 from shopsimrl.rollout.outputs import RunPaths
+from shopsimrl.sampling.guard import ConsecutiveFailureGuard
+from shopsimrl.sampling.source import prompt_source_from_state
 
 #: run.json fields not compared with the options of the resuming command: kept as they are (``steps`` apart),
 #: because they are the run's identity or derived from the catalog (``clusters``), a name (``name``: a run folder
@@ -136,9 +138,6 @@ def check_steps(root: Path, last: int, record: Mapping[str, Any]) -> RunJournal:
 
 def load_run_state(root: Path, last: int, task_ids: Sequence[str], selection: str) -> tuple[Any, dict[str, Any]]:
     """(The prompt source, the failure streak) as they stood after step ``last``, from its ``state.json``."""
-    from shopsimrl.sampling.guard import ConsecutiveFailureGuard
-    from shopsimrl.sampling.source import prompt_source_from_state
-
     path = root / f"step-{last}" / "state.json"
     try:
         state = read_json_object(path)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from shopsimrl.rollout.context import RunContext
 from shopsimrl.rollout.outputs import StepPaths, batch_records, write_batch, write_step_end
 from shopsimrl.rollout.report import StepReport
+from shopsimrl.rollout.timeline import write_wave_timeline
 from shopsimrl.sampling.selector import selector_step_metrics
 from shopsimrl.sampling.staged import staged_step_metrics
 
@@ -36,8 +37,6 @@ async def hand_over(ctx: RunContext, paths: StepPaths, report: StepReport, *, st
     if ctx.learner is not None:
         ctx.learner(informative)
     if ctx.timeline:
-        from shopsimrl.rollout.timeline import write_wave_timeline
-
         write_wave_timeline(paths.root / "wave_timeline.png", report.events, title=f"step {step}: wave timeline")
     rows = batch_records(
         [groups[i] for i in report.kept], decisions, step=step,

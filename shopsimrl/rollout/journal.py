@@ -18,6 +18,7 @@ read back from them).  :func:`check_marker` verifies one step against all of it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -212,8 +213,6 @@ class UnwritableRecord(OSError):
     """A record the step refuses to write (its values are not finite): the step stops, incomplete and resumable."""
 
     def __init__(self, reason: str, path: Path) -> None:
-        import errno
-
         super().__init__(errno.EINVAL, reason, str(path))
 
 

@@ -37,8 +37,20 @@ from types import FrameType
 from typing import Any
 
 from shopsimrl.argtypes import existing_folder, folder, int_range, number, out_file
+from shopsimrl.io import atomic_write_json
+from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.slime.harness.checks import CHECKS
 from shopsimrl.slime.harness.children import DEFAULT_TIMEOUT_SECONDS, Children, child_result
+from shopsimrl.slime.harness.episodes import run_episodes
+from shopsimrl.slime.harness.loop import (
+    CONFIGURATIONS,
+    LoopSettings,
+    harness_args,
+    launcher_env,
+    prepare,
+    run_configuration,
+    run_leg,
+)
 from shopsimrl.slime.harness.outcome import Outcome, Status
 from shopsimrl.slime.harness.surface import RESULT
 
@@ -163,8 +175,6 @@ def surface(src: Path, root: Path, children: Children) -> tuple[Outcome, bool]:
 
 
 def _check(src: Path, root: Path, args: argparse.Namespace, children: Children) -> int:
-    from shopsimrl.slime.harness.loop import CONFIGURATIONS, LoopSettings
-
     started = time.perf_counter()
     print(f"shopsimrl slime check: slime at {src}; runs in {root}", flush=True)
     report = Report()
@@ -195,8 +205,6 @@ def _check(src: Path, root: Path, args: argparse.Namespace, children: Children) 
     print(f"\n{len(report.verdicts)} checks: {counts}; {time.perf_counter() - started:.0f} s"
           + (f"; runs kept in {root}" if args.keep or args.workdir else ""))
     if args.json:
-        from shopsimrl.io import atomic_write_json
-
         atomic_write_json(Path(args.json), {"verdicts": report.verdicts, "figures": figures})
     return 0 if report.holds else EXIT_FAILED
 
@@ -204,8 +212,6 @@ def _check(src: Path, root: Path, args: argparse.Namespace, children: Children) 
 def _loop(src: Path, root: Path, args: argparse.Namespace, children: Children, settings: Any,
           report: Report) -> dict[str, dict[str, float]]:
     """The configurations' legs, ``--jobs`` at once; on a signal, the legs are killed before the threads are joined."""
-    from shopsimrl.slime.harness.loop import CONFIGURATIONS, prepare, run_configuration
-
     prepare(root / "loop", settings)  # once, before the configurations run in threads
     figures: dict[str, dict[str, float]] = {}
     pool = ThreadPoolExecutor(max_workers=args.jobs)
@@ -227,9 +233,6 @@ def _loop(src: Path, root: Path, args: argparse.Namespace, children: Children, s
 
 
 def _launch(src: Path, root: Path, children: Children) -> Outcome:
-    from shopsimrl.sampling.modes import Strategy, WaveMode
-    from shopsimrl.slime.harness.loop import LoopSettings, harness_args, launcher_env, prepare, run_leg
-
     paths = prepare(root / "launch", LoopSettings(steps=2, tasks=200))
     refused = LoopSettings(steps=2, tasks=200, extra=("--partial-rollout",))
     env = launcher_env(Strategy.INFORMATIVE.value, WaveMode.FIXED.value, paths, root / "launch" / "partial", refused)
@@ -242,8 +245,6 @@ def _launch(src: Path, root: Path, children: Children) -> Outcome:
 
 
 def _episodes(src: Path, root: Path, children: Children) -> Outcome:
-    from shopsimrl.slime.harness.episodes import run_episodes
-
     episodes = run_episodes(src, root / "episodes", children=children)
     problems = list(episodes.get("problems", []))
     if episodes.get("status") != 0 and not problems:

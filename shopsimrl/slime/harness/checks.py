@@ -25,13 +25,26 @@ N/A where it does not apply:
 from __future__ import annotations
 
 import json
+import pickle
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from shopsimrl.sampling import (
+    DROP_REASONS,
+    ConsecutiveFailureGuard,
+    ControllerStateError,
+    TooManyTechnicalFailures,
+    dynamic_filter_drop_key,
+)
+from shopsimrl.sampling import metrics as m
 from shopsimrl.sampling.modes import WaveMode
+from shopsimrl.sampling.recorded import Finished, Opened, replay_recorded
+from shopsimrl.sampling.selector import SELECTOR_PREFIX
 from shopsimrl.slime.harness.outcome import Outcome
 from shopsimrl.slime.harness.workspace import EVAL_DATASET
+from shopsimrl.slime.samples import max_consecutive_failed_groups
 
 if TYPE_CHECKING:
     from shopsimrl.slime.harness.loop import LoopSettings
@@ -125,13 +138,6 @@ def check_distinct(leg: dict[str, Any]) -> Outcome:
 def check_replay(leg: dict[str, Any], waves: str) -> Outcome:
     """Our replay of the recorded step (``replay_recorded``: the completions slime filtered, in its order and
     batches) must keep the groups slime trained and count the drops slime logged."""
-    from types import SimpleNamespace
-
-    from shopsimrl.sampling import ConsecutiveFailureGuard, ControllerStateError, TooManyTechnicalFailures
-    from shopsimrl.sampling.metrics import dynamic_filter_drop_key
-    from shopsimrl.sampling.recorded import replay_recorded
-    from shopsimrl.slime.samples import max_consecutive_failed_groups
-
     if missing := _missing(leg):
         return missing
     problems: list[str] = []
@@ -178,8 +184,6 @@ def _record(events: list[list[Any]], base: int, mode: WaveMode) -> list[Any]:
     (what our data source handed out there is those waves).  Adaptive: each run of hand-outs opened that many
     groups.
     """
-    from shopsimrl.sampling.recorded import Finished, Opened
-
     if mode is WaveMode.FIXED:
         events = [e for e in events if e[0] == "filter"]
     return [Opened(len(run)) if kind == "hand" else Finished([(gi - base, verdict) for _, _, gi, verdict in run])
@@ -245,10 +249,6 @@ def check_feedback(leg: dict[str, Any]) -> Outcome:
 
 
 def documented_rollout_keys(selector: bool) -> set[str]:
-    from shopsimrl.sampling import DROP_REASONS, dynamic_filter_drop_key
-    from shopsimrl.sampling import metrics as m
-    from shopsimrl.sampling.selector import SELECTOR_PREFIX
-
     keys = {m.TRAJECTORY_COUNT, m.GROUP_COUNT, m.TRAIN_TRAJECTORY_COUNT, m.TRAIN_GROUP_COUNT, m.SCORED_RATE,
             m.TECHNICAL_GROUP_DROP_COUNT, m.ZERO_STD_GROUP_DROP_COUNT, m.TECHNICAL_GROUP_DROP_RATE,
             m.ZERO_STD_GROUP_DROP_RATE, *(dynamic_filter_drop_key(r) for r in DROP_REASONS)}
@@ -345,8 +345,6 @@ def _in_shared_batches(leg: dict[str, Any], step: str) -> set[int]:
 def _same_state(a: Path, b: Path) -> bool:
     if a.suffix == ".json":
         return _tie_free(json.loads(a.read_text())) == _tie_free(json.loads(b.read_text()))
-    import pickle
-
     with open(a, "rb") as fa, open(b, "rb") as fb:
         return pickle.load(fa) == pickle.load(fb)
 

@@ -114,7 +114,7 @@ def die_with_parent() -> None:
     parent = os.environ.get(PARENT_ENV)
     if not parent or not sys.platform.startswith("linux"):
         return
-    import ctypes
+    import ctypes  # only here, in a child on Linux: the check's own process never needs it
 
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != int(parent):

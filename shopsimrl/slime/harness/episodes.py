@@ -21,17 +21,25 @@ outlived the episodes is still there to be seen.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import runpy
+import socket
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.io import atomic_write_text
 from shopsimrl.slime.defaults import HOOKS
-from shopsimrl.slime.harness.children import Children, child_result
+from shopsimrl.slime.harness import workspace
+from shopsimrl.slime.harness.children import Children, child_result, die_with_parent
 from shopsimrl.slime.harness.leg import launcher_argv
+from shopsimrl.slime.launch import TrainConfig
 
 HOOK = HOOKS["--custom-generate-function-path"]
 
@@ -55,21 +63,21 @@ def _second_turn_hangs(tokenizer: Any) -> Any:
 
 
 async def _leftover_tasks() -> list[str]:
-    import asyncio
-
     me = asyncio.current_task()
     await asyncio.sleep(0)  # let anything just finished settle
     return sorted(repr(t.get_coro()) for t in asyncio.all_tasks() if t is not me and not t.done())
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
+    # the stand-ins belong in the child only, never in the check's own process
     from shopsimrl.slime.harness.double import stand_ins
 
     stand_ins.install(spec["slime_src"], Path(spec["out"]).parent / "stand_ins")
+    # transformers once the stand-ins are in (it must not find the stand-in torch), and the scripted SGLang
+    # loads fastapi: only in the child
     from transformers import AutoTokenizer
 
     from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
-    from shopsimrl.slime.launch import TrainConfig
 
     config = TrainConfig.from_env(spec["env"])
     tokenizer = AutoTokenizer.from_pretrained(config.hf_checkpoint)
@@ -80,10 +88,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         argv = launcher_argv(config, server.port, [*spec["extra"], "--custom-generate-function-path", HOOK])
         namespace: dict[str, Any] = {}
         sys.argv = ["train.py", *argv]
-        import runpy
-
         namespace = runpy.run_path(str(Path(spec["slime_src"]) / "train.py"), run_name="slime_train")
         args = namespace["parse_args"]()
+        # slime's own code: importable only once the stand-ins have put the checkout on sys.path
         from slime.rollout import sglang_rollout as slime_rollout
         from slime.utils.async_utils import run as slime_run
         from slime.utils.http_utils import init_http_client
@@ -132,8 +139,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         running = min(episodes, int(spec["env_slots"]))
 
         async def submit_then_abort() -> dict[str, Any]:
-            import asyncio
-
             hook_state().abort_watch(args).poll_seconds = POLL_SECONDS  # slime's abort with the real poll
             state.submit_generate_tasks(groups)
             deadline = time.monotonic() + 60
@@ -164,17 +169,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from shopsimrl.io import atomic_write_text
-    from shopsimrl.slime.harness.children import die_with_parent
-
     die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(Path(argv[0]).read_text())
     try:
         result = run(spec)
     except BaseException as exc:  # reported to the parent as the check's mismatch
-        import traceback
-
         result = {"status": 1, "problems": [f"failed: {''.join(traceback.format_exception(exc))[-2500:]}"]}
     atomic_write_text(Path(spec["out"]), json.dumps(result, default=str))
     sys.stdout.flush()
@@ -184,9 +184,6 @@ def main(argv: list[str] | None = None) -> None:
 def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: int = 2, n: int = 4,
                  children: Children | None = None) -> dict[str, Any]:
     """Start a real env server on 127.0.0.1, run the two phases in a child process, stop the server (by its PID)."""
-    import socket
-
-    from shopsimrl.slime.harness import workspace
     children = children or Children()
 
     root.mkdir(parents=True, exist_ok=True)
@@ -198,7 +195,7 @@ def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: 
          "--products", "200", "--cache-dir", str(root / "catalog")],
         stdout=open(root / "env.log", "wb"), stderr=subprocess.STDOUT)
     try:
-        import httpx
+        import httpx  # slow to load: only when the episodes check runs, never on `shopsimrl --help`
 
         deadline = time.monotonic() + 120
         while True:
@@ -212,8 +209,6 @@ def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: 
                 return {"status": 1, "problems": [f"the env server did not start: {(root / 'env.log').read_text()[-800:]}"]}
             time.sleep(0.2)
         task_ids = httpx.get(f"http://127.0.0.1:{port}/tasks", params={"split": "train"}, timeout=10).json()["task_ids"]
-        from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
-
         hf = workspace.write_checkpoint_dir(root / "hf", [DEFAULT_SYSTEM_PROMPT, *task_ids[:8],
                                                           '<tool_call>\n{"name": "search", "arguments": {"query": "red hiking boots"}}\n</tool_call>'])
         spec = {
@@ -240,7 +235,7 @@ def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: 
             result["problems"].append(f"abort: the env server still has {leased} lease(s) held")
         return result
     finally:
-        from shopsimrl.env.processes import stop_process
+        from shopsimrl.env.processes import stop_process  # loads httpx: only once a server was started
 
         stop_process(server)
 

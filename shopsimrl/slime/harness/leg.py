@@ -21,6 +21,7 @@ Exit status: 0 done, 3 the injected crash happened (results still written), 1 fa
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -31,7 +32,17 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.io import atomic_write_text
+from shopsimrl.sampling import group_verdict
+from shopsimrl.sampling.picker import Picker as PromptSelector
+from shopsimrl.sampling.verdict import iter_samples
+from shopsimrl.slime.data_source import SelectorDataSource
 from shopsimrl.slime.defaults import HOOKS
+from shopsimrl.slime.harness.children import die_with_parent
+from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
+from shopsimrl.slime.harness.world import EPISODES
+from shopsimrl.slime.launch import TrainConfig
+from shopsimrl.slime.samples import reward_key
 
 EXIT_CRASHED = 3
 #: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths
@@ -41,7 +52,7 @@ RECORDED_ARGS = ("shopsim_", "partial_rollout", "rollout_batch", "n_samples", "o
 
 def _jsonable(value: Any) -> Any:
     try:
-        import numpy as np
+        import numpy as np  # slow to load, and only a value from slime's tensors needs it
 
         if isinstance(value, np.generic):
             return value.item()
@@ -79,8 +90,6 @@ class Recorder:
 
     def batch(self) -> int:
         """The number of the event-loop turn this call is in (filter calls of one ``asyncio.wait`` wake-up share it)."""
-        import asyncio
-
         if not self._tick_pending:
             self._tick_pending = True
 
@@ -92,8 +101,6 @@ class Recorder:
         return self._batch
 
     def as_dict(self) -> dict[str, Any]:
-        from shopsimrl.slime.harness.world import EPISODES
-
         return {
             "trained": {str(k): v for k, v in self.trained.items()},
             "filtered": {str(k): v for k, v in self.filtered.items()},
@@ -114,13 +121,6 @@ def _task(sample: Any) -> str:
 
 def _observe(recorder: Recorder) -> None:
     """Wrap the call sites where slime hands things to us or to its tracker (see the module docstring)."""
-    from shopsimrl.sampling import group_verdict
-    from shopsimrl.sampling.picker import Picker as PromptSelector
-    from shopsimrl.sampling.verdict import iter_samples
-    from shopsimrl.slime.data_source import SelectorDataSource
-    from shopsimrl.slime.harness.double.training_actor import ACTOR
-    from shopsimrl.slime.samples import reward_key
-
     # the filter as slime loads it: by the launcher's dotted path (the module slime's load_function imports)
     filter_module, _, filter_name = HOOKS["--dynamic-sampling-filter-path"].rpartition(".")
     runtime = importlib.import_module(filter_module)
@@ -190,6 +190,7 @@ def _observe(recorder: Recorder) -> None:
 
     ACTOR.observers.append(on_train)
 
+    # slime's own code: importable only once the stand-ins have put the checkout on sys.path
     from slime.observability import logging_utils
 
     real_log = logging_utils.log
@@ -211,7 +212,7 @@ def _rollout_manager() -> Any:
 
 def _capture_manager() -> None:
     """Keep the RolloutManager instance (the stand-in Ray builds it in this process) for the between-step checks."""
-    from slime.ray import rollout
+    from slime.ray import rollout  # slime's own code: on sys.path only once the stand-ins are installed
 
     actor_class = rollout.RolloutManager  # the stand-in's ActorClass around slime's class
     real_cls = actor_class._cls
@@ -236,15 +237,14 @@ def launcher_argv(config: Any, sglang_port: int, extra: list[str]) -> list[str]:
 
 
 def run(spec: dict[str, Any]) -> int:
+    # the stand-ins belong in the child only, never in the check's own process
     from shopsimrl.slime.harness.double import stand_ins
-    from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
 
     stand_ins.install(spec["slime_src"], Path(spec["out"]).parent / "stand_ins")
     os.environ.update({k: str(v) for k, v in spec.get("os_env", {}).items()})
     ACTOR.crash_at = spec.get("crash_at")
 
-    from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
-    from shopsimrl.slime.launch import TrainConfig
+    from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving  # loads fastapi: only in the child
 
     recorder = Recorder()
     out = Path(spec["out"])
@@ -274,15 +274,11 @@ def run(spec: dict[str, Any]) -> int:
         result = recorder.as_dict()
         result.update(status=status, error=error, seconds=time.perf_counter() - started, argv=argv, script=config.train_script,
                       generate_after_abort=sglang.generate_after_abort, abort_calls=sglang.abort_calls)
-    from shopsimrl.io import atomic_write_text
-
     atomic_write_text(out, json.dumps(result))  # the parent reads a whole result or none
     return status
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shopsimrl.slime.harness.children import die_with_parent
-
     die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     spec = json.loads(Path(argv[0]).read_text())

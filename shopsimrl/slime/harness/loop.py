@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.sampling.modes import STRATEGIES, WAVE_MODES
+from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 from shopsimrl.slime.harness import workspace
 from shopsimrl.slime.harness.checks import checks, finished, trained_groups
 from shopsimrl.slime.harness.children import Children, child_result
@@ -159,8 +160,6 @@ def run_configuration(slime_src: Path, root: Path, selection: str, waves: str,
 
 def figures(leg: dict[str, Any]) -> dict[str, float]:
     """Informative groups per 1,000 generated episodes, and generated per trained episode, over the whole run."""
-    from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
-
     if not finished(leg):
         return {}
     generated = sum(1 for row in leg["episodes"] if not row[1])

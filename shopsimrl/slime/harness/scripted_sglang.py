@@ -34,7 +34,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from fastapi import Request  # FastAPI reads the handlers' annotations: Request must resolve here
+import uvicorn
+from fastapi import FastAPI, Request  # FastAPI reads the handlers' annotations: Request must resolve here
+from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
 #: (text, finish type); "stop" appends the end-of-turn token, as a model stopping there would emit it.
 Reply = tuple[str, str]
@@ -52,8 +55,6 @@ class ScriptedSGLang:
     def __init__(self, tokenizer: Any = None, reply: Callable[[dict[str, Any]], Reply] | None = None,
                  delay: float | None | Callable[[dict[str, Any]], float | None] = 0.0,
                  server_info: dict[str, Any] | None = None) -> None:
-        from fastapi import FastAPI
-
         self.tokenizer = tokenizer
         self.reply = reply
         self.delay = delay
@@ -103,9 +104,6 @@ class ScriptedSGLang:
         return self.script.pop(0) if self.script else None
 
     async def generate(self, request: Request) -> Any:
-        from fastapi.responses import JSONResponse, Response
-        from starlette.requests import ClientDisconnect
-
         try:
             body = await request.json()
         except ClientDisconnect:  # the client gave up on the request while sending it (an abort)
@@ -145,8 +143,6 @@ class ScriptedSGLang:
         return JSONResponse({"text": self.tokenizer.decode(ids), "meta_info": meta})
 
     async def abort_request(self, request: Request) -> Any:
-        from fastapi.responses import JSONResponse
-
         body = await request.json()
         if body.get("abort_all") is not True:
             return JSONResponse({"error": "abort_all expected"}, status_code=400)
@@ -159,37 +155,25 @@ class ScriptedSGLang:
         return JSONResponse({})
 
     async def loads(self) -> Any:
-        from fastapi.responses import JSONResponse
-
         return JSONResponse({"num_reqs": self.running})
 
     async def workers(self) -> Any:
-        from fastapi.responses import JSONResponse
-
         return JSONResponse({"workers": [{"url": self.url}]})
 
     async def register(self, request: Request) -> Any:
-        from fastapi.responses import JSONResponse
-
         self.registered.append(await request.json())
         return JSONResponse({"status": "ok"})
 
     async def info(self) -> Any:
-        from fastapi.responses import JSONResponse
-
         return JSONResponse(self.server_info)
 
     async def health(self) -> Any:
-        from fastapi.responses import JSONResponse
-
         return JSONResponse({})
 
 
 @contextmanager
 def serving(server: ScriptedSGLang) -> Iterator[ScriptedSGLang]:
     """Run ``server`` on a free 127.0.0.1 port in a thread (``server.port``); stop it (bounded) on exit, also on failure."""
-    import uvicorn
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         server.port = probe.getsockname()[1]

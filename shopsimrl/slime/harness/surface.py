@@ -13,8 +13,12 @@ import importlib
 import inspect
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
+
+from shopsimrl.io import atomic_write_text
+from shopsimrl.slime.harness.children import die_with_parent
 
 RESULT = "surface.json"
 
@@ -89,8 +93,7 @@ def double_problems() -> list[str]:
     ``generate_and_rm``, ``generate_and_rm_group`` and ``abort`` start the double's: tests that
     pass against the double then test what slime does.
     """
-    from dataclasses import fields
-
+    # the double loads httpx: only in the child that compares it with slime
     from shopsimrl.slime.harness.double import rollout as double
 
     found: list[str] = []
@@ -113,7 +116,7 @@ def double_problems() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from shopsimrl.slime.harness.children import die_with_parent
+    # the stand-ins belong in the child only, never in the check's own process
     from shopsimrl.slime.harness.double import stand_ins
 
     die_with_parent()
@@ -124,8 +127,6 @@ def main(argv: list[str] | None = None) -> None:
         result = {"imported": False, "problems": [f"slime does not import with the stand-ins: {type(exc).__name__}: {exc}"]}
     else:
         result = {"imported": True, "problems": problems()}
-    from shopsimrl.io import atomic_write_text
-
     atomic_write_text(Path(scratch) / RESULT, json.dumps(result))
     print(json.dumps(result), flush=True)
 

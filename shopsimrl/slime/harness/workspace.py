@@ -41,6 +41,7 @@ def write_tokenizer(path: Path, corpus: Sequence[str], chat_template: str = PLAI
 
     Byte-level, so every text round-trips through encode/decode, as the generate hook needs.
     """
+    # tokenizers and transformers take seconds to load: only when a tokenizer is written
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -63,7 +64,7 @@ def write_tokenizer(path: Path, corpus: Sequence[str], chat_template: str = PLAI
 
 def write_checkpoint_dir(path: Path, corpus: Sequence[str] | None = None) -> Path:
     """An HF checkpoint directory as slime reads it: :func:`write_tokenizer` and a small Qwen2 config."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # seconds to load: only when a checkpoint is written
 
     write_tokenizer(path, corpus or ["search for red hiking boots", '{"name": "search", "arguments": {"query": "boots"}}'],
                     vocab_size=600)

@@ -45,7 +45,7 @@ def _module(name: str, **attrs: Any) -> types.ModuleType:
 
 
 def _torch() -> dict[str, types.ModuleType]:
-    import numpy as np
+    import numpy as np  # only when the stand-in torch is built, in the child
 
     class Tensor(np.ndarray):
         """A numpy array that answers the tensor methods slime calls."""
@@ -368,6 +368,7 @@ def _settle_transformers() -> None:
     """Let transformers find out, before the stand-ins exist, that there is no real torch (it caches the answer);
     it then serves tokenizers and configs, as slime's rollout side uses it, and never imports the stand-in torch."""
     try:
+        # transformers is optional and slow to load: only in the child, before the stand-ins exist
         from transformers.utils import import_utils
     except ImportError:
         return
@@ -401,6 +402,7 @@ def install(slime_src: str | Path, scratch: str | Path) -> None:
 
 def _register_cpu_accelerator() -> None:
     """The device slime computes SGLang's GPU ids with, registered through slime's own backend registry."""
+    # slime's own code: importable only once install() has put the checkout on sys.path
     from slime.utils import accelerator
     from slime.utils.accelerator.base import Accelerator
 

@@ -58,7 +58,7 @@ class TrainingActor:
         return 0
 
     def set_rollout_manager(self, rollout_manager: Any) -> None:
-        import ray
+        import ray  # the stand-in Ray: in sys.modules only once the stand-ins are installed
 
         self.rollout_manager = rollout_manager
         if self.rank == 0:  # as slime's TrainRayActor: rank 0 tells the manager how to split the train data
@@ -68,7 +68,7 @@ class TrainingActor:
             ray.get(rollout_manager.set_train_parallel_config.remote(config))
 
     def train(self, rollout_id: int, rollout_data_ref: Any, external_data: Any = None) -> None:
-        import ray
+        import ray  # the stand-in Ray: in sys.modules only once the stand-ins are installed
 
         if ACTOR.crash_at == rollout_id:
             raise HarnessCrash(f"training actor lost at rollout {rollout_id} (injected)")
