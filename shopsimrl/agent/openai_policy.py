@@ -60,6 +60,7 @@ from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.types import Observation, Task
 
 if TYPE_CHECKING:
+    # lazy: the openai client is slow to import, and only this policy needs it
     from openai import AsyncOpenAI
 
 # Lower-cased fragments of the error a server gives when it cannot parse the model's tool call.
@@ -213,6 +214,7 @@ class OpenAIPolicy:
         """The client bound to the running loop (an httpx pool cannot move between loops)."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
+            # lazy: the openai client is slow to import, and only this policy needs it
             from openai import AsyncOpenAI
 
             opts = self.options
@@ -254,6 +256,7 @@ class OpenAIPolicy:
 
     async def complete(self, request: dict[str, Any]) -> Any:
         """One chat completion (or the model's mistake the server reported), retried on transient failures only."""
+        # lazy: the openai client is slow to import, and only this policy needs it
         import openai
 
         opts = self.options

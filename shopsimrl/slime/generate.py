@@ -58,6 +58,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     Once slime has started its abort the episode stops (``shopsimrl.slime.abort``): it
     sends no new ``/generate``, releases its env lease and comes back aborted, unrewarded.
     """
+    # lazy: slime_runtime imports this hook and stays light
     from shopsimrl.slime.policy import SGLangSettings, SGLangTokenPolicy
 
     check_exact_token_settings(args, sampling_params, evaluation)
@@ -94,6 +95,7 @@ async def _play_gated(
     args: Any, sample: Any, task_id: str, env: Any, policy: Any, watch: AbortWatch, trace_path: Path
 ) -> Any:
     """The episode, once it holds one of the env slots; none is taken after slime's abort."""
+    # lazy: the agent loop loads with the first episode (slime_runtime stays light)
     from shopsimrl.agent import run_episode
 
     async with hook_state().episode_gate(env_slots(args)):
@@ -112,6 +114,7 @@ async def _play_gated(
 
 def action_format(args: Any) -> str:
     """``shopsim_action_format`` from slime's custom config: ``tools`` (default) or ``constrained``."""
+    # lazy: as above
     from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT, UnknownActionFormat, check_action_format
 
     value = getattr(args, "shopsim_action_format", None) or DEFAULT_ACTION_FORMAT
@@ -122,6 +125,7 @@ def action_format(args: Any) -> str:
 
 
 def _chat_template(args: Any) -> Any:
+    # lazy: slime_runtime imports this hook and stays light
     from shopsimrl.slime.policy import ChatTemplate
 
     tokenizer = hook_state().tokenizer(args.hf_checkpoint)
@@ -129,6 +133,7 @@ def _chat_template(args: Any) -> Any:
 
 
 def _sglang_aborted(result: Any) -> bool:
+    # lazy: slime_runtime imports this hook and stays light
     from shopsimrl.slime.policy import SGLangAborted
 
     return bool(result.error) and result.error.get("type") == SGLangAborted.__name__
@@ -169,6 +174,7 @@ def _task_id(sample: Any) -> str:
 
 def _http_env_client(args: Any) -> Any:
     """One URL: an HttpEnvClient; a comma list: an EnvPool over the servers (env/pool.py)."""
+    # lazy: the env client (httpx) loads with the first episode
     from shopsimrl.env.auth import load_token
     from shopsimrl.env.pool import make_env_client
 
