@@ -31,6 +31,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from shopsimrl.agent.messages import default_system_prompt
 from shopsimrl.agent.policy import PolicyTurn, ToolCall
 from shopsimrl.env.pages import click_tool, search_tool
 from shopsimrl.env.types import Observation
@@ -159,3 +160,20 @@ def turn_from_reply(text: str | None, finish_reason: str, *, prompt_tokens: int 
                           **counts)
     call = ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False), id=None)
     return PolicyTurn(text=None, tool_calls=(call,), finish_reason=finish_reason, **counts)
+
+
+class ActionFormatChoice:
+    """What options holding an ``action_format`` and an optional ``system_prompt`` answer (the OpenAI policy's
+    and the slime hook's settings, both frozen dataclasses): whether decoding is constrained, the prompt sent."""
+
+    action_format: str
+    system_prompt: str | None
+
+    @property
+    def constrained(self) -> bool:
+        return self.action_format in CONSTRAINED_FORMATS
+
+    @property
+    def prompt(self) -> str:
+        """The system prompt sent: the one given, else the built-in one of the action format."""
+        return self.system_prompt if self.system_prompt is not None else default_system_prompt(self.action_format)

@@ -49,13 +49,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from shopsimrl.agent.constrained import (
-    CONSTRAINED_FORMATS,
     DEFAULT_ACTION_FORMAT,
+    ActionFormatChoice,
     check_action_format,
     schema_for,
     turn_from_reply,
 )
-from shopsimrl.agent.messages import EPISODE_TOOLS, default_system_prompt, first_user_message, observation_message
+from shopsimrl.agent.messages import EPISODE_TOOLS, first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.types import Observation, Task
 
@@ -85,7 +85,7 @@ class RequestTimeout(Exception):
 
 
 @dataclass(frozen=True)
-class OpenAIPolicyOptions:
+class OpenAIPolicyOptions(ActionFormatChoice):
     """Every knob of :class:`OpenAIPolicy`, with its default; the API key itself is never stored here."""
 
     base_url: str = "http://127.0.0.1:30000/v1"
@@ -125,15 +125,6 @@ class OpenAIPolicyOptions:
         if not isinstance(self.extra_body, dict):
             raise ValueError(f"openai policy option extra_body must be a JSON object, got {self.extra_body!r}")
         check_action_format(self.action_format)
-
-    @property
-    def constrained(self) -> bool:
-        return self.action_format in CONSTRAINED_FORMATS
-
-    @property
-    def prompt(self) -> str:
-        """The system prompt sent: the one given, else the built-in one of the action format."""
-        return self.system_prompt if self.system_prompt is not None else default_system_prompt(self.action_format)
 
 
 def request_seed(episode_seed: int, turn: int) -> int:

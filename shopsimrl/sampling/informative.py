@@ -38,7 +38,7 @@ from collections import deque
 from typing import Any
 
 from shopsimrl.sampling.modes import Strategy
-from shopsimrl.sampling.picker import Picker, epoch_order
+from shopsimrl.sampling.picker import Picker, epoch_order, take_deferred
 
 #: Each zero-spread group in a row halves a prompt's chance of a re-try (GRESO's ``1 − p ** run`` skip).
 RETRY_BASE = 0.5
@@ -98,12 +98,8 @@ class InformativeOrder(Picker):
     def _pick(self, k: int) -> list[int]:
         out: list[int] = []
         in_flight = self.evidence.in_flight
-        for i in list(self._deferred):
-            if len(out) == k:
-                break
-            if i not in in_flight:
-                del self._deferred[i]
-                self._turn(i, out)
+        for i in take_deferred(self._deferred, in_flight, lambda: len(out) < k):
+            self._turn(i, out)
         fresh = False  # a pass begun in this call has handed out nothing yet
         while len(out) < k:
             if not self._order:

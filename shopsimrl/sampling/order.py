@@ -19,7 +19,7 @@ from collections import deque
 from typing import Any
 
 from shopsimrl.sampling.modes import Strategy
-from shopsimrl.sampling.picker import Picker, epoch_order
+from shopsimrl.sampling.picker import Picker, epoch_order, take_deferred
 
 
 class SeedOrder(Picker):
@@ -40,12 +40,8 @@ class SeedOrder(Picker):
     def _pick(self, k: int) -> list[int]:
         out: list[int] = []
         in_flight = self.evidence.in_flight
-        for i in list(self._deferred):
-            if len(out) == k:
-                break
-            if i not in in_flight:
-                del self._deferred[i]
-                out.append(self._hand_out(i))
+        for i in take_deferred(self._deferred, in_flight, lambda: len(out) < k):
+            out.append(self._hand_out(i))
         while len(out) < k:
             if not self._order:
                 self._new_epoch()

@@ -20,7 +20,7 @@ The rules: :class:`~shopsimrl.sampling.order.SeedOrder` (``seed``),
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from shopsimrl.sampling.concentration import Concentration
@@ -38,6 +38,17 @@ def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
     order = list(range(count))
     random.Random(f"shopsimrl-tasks/{seed}/{epoch}").shuffle(order)
     return order
+
+
+def take_deferred(deferred: dict[int, None], in_flight: set[int], wanted: Callable[[], bool]) -> Iterator[int]:
+    """The deferred prompts (met while in flight, an ordered set) now out of flight, first in line, each removed
+    from ``deferred`` as it is taken, while ``wanted()``: the orders serve them before their pass goes on."""
+    for i in list(deferred):
+        if not wanted():
+            return
+        if i not in in_flight:
+            del deferred[i]
+            yield i
 
 
 class Picker:

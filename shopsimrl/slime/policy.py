@@ -34,13 +34,13 @@ from typing import Any
 import httpx
 
 from shopsimrl.agent.constrained import (
-    CONSTRAINED_FORMATS,
     DEFAULT_ACTION_FORMAT,
+    ActionFormatChoice,
     check_action_format,
     schema_for,
     turn_from_reply,
 )
-from shopsimrl.agent.messages import default_system_prompt, first_user_message, observation_message
+from shopsimrl.agent.messages import first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation, Task
@@ -156,7 +156,7 @@ class TokenLedger:
 
 
 @dataclass(frozen=True)
-class SGLangSettings:
+class SGLangSettings(ActionFormatChoice):
     generate_url: str  # the router's native /generate
     sampling_params: dict[str, Any]  # slime's, per episode; max_new_tokens is the episode's response budget
     max_context_tokens: int | None = None
@@ -165,14 +165,6 @@ class SGLangSettings:
 
     def __post_init__(self) -> None:
         check_action_format(self.action_format)
-
-    @property
-    def constrained(self) -> bool:
-        return self.action_format in CONSTRAINED_FORMATS
-
-    @property
-    def prompt(self) -> str:
-        return self.system_prompt if self.system_prompt is not None else default_system_prompt(self.action_format)
 
     @property
     def response_budget(self) -> int:
