@@ -261,11 +261,11 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     from shopsimrl.commands import rollout_stages
     from shopsimrl.env import build, core, server
     from shopsimrl.rollout import measure
-    from shopsimrl.simulate import calibrate, compare
+    from shopsimrl.simulate import calibrate, side_by_side
 
     monkeypatch.setattr(rollout_stages, "open_env", forbidden_async)
     work = [getattr(module, name) for module, name in
-            ((build, "build_catalog"), (core, "load_env"), (server, "serve"), (compare, "compare"),
+            ((build, "build_catalog"), (core, "load_env"), (server, "serve"), (side_by_side, "compare"),
              (calibrate, "fit"), (measure, "measure"))]
     for module in [m for name, m in sys.modules.items() if name.startswith("shopsimrl.")]:
         for attribute, value in list(vars(module).items()):  # also where a command imported the function by name
