@@ -114,7 +114,7 @@ async def _play_gated(
 
 def action_format(args: Any) -> str:
     """``shopsim_action_format`` from slime's custom config: ``tools`` (default) or ``constrained``."""
-    # lazy: as above
+    # lazy: the agent package loads with the first episode (slime_runtime stays light)
     from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT, UnknownActionFormat, check_action_format
 
     value = getattr(args, "shopsim_action_format", None) or DEFAULT_ACTION_FORMAT

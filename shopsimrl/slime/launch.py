@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.modes import WaveMode, is_faithful
 from shopsimrl.slime.data import CATEGORY_KEY
@@ -69,6 +70,7 @@ class TrainConfig(TrainKnobs):
             **({"shopsim_selection": str(self.selection), "shopsim_cluster_key": CATEGORY_KEY}
                if self._selector_data_source else {}),
             **({"shopsim_wave_cushion": self.wave_cushion} if self.wave_cushion is not None else {}),
+            **({"shopsim_action_format": self.action_format} if self.action_format != DEFAULT_ACTION_FORMAT else {}),
         }
         if self.env_token_file:
             config["shopsim_env_token_file"] = str(_absolute(self.env_token_file))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shopsimrl.agent.constrained import ACTION_FORMATS, DEFAULT_ACTION_FORMAT
 from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
 from shopsimrl.errors import Refusal
@@ -123,6 +124,9 @@ class TrainKnobs:
         kind=float,
     )
     # episodes
+    action_format: str = _knob("ACTION_FORMAT", DEFAULT_ACTION_FORMAT, "tools: the model calls tools; constrained or "
+                               "constrained-words: each reply is JSON constrained to the page's actions "
+                               "(docs/real-model.md says when to train with it)")
     env_url: str = _knob("SHOPSIM_ENV_URL", DEFAULT_URL,
                          "the ShopSim env server, or several as a comma list (same catalog on each)")
     env_slots: int = _knob("ENV_SLOTS", DEFAULT_SLOTS, "episodes at once per env server: its --slots")
@@ -224,6 +228,8 @@ class TrainKnobs:
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
         if self.selection not in STRATEGIES:
             problems.append(f"SELECTION must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
+        if self.action_format not in ACTION_FORMATS:
+            problems.append(f"ACTION_FORMAT must be one of {', '.join(ACTION_FORMATS)}, got {self.action_format!r}")
         if self.waves not in WAVE_MODES:
             problems.append(f"WAVES must be fixed or adaptive, got {self.waves!r}")
         if self.wave_cushion is not None and self.waves != WaveMode.ADAPTIVE.value:

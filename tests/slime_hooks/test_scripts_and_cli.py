@@ -206,6 +206,22 @@ def test_the_wave_cushion_goes_into_the_custom_config(tmp_path):
     assert "shopsim_wave_cushion" not in TrainConfig.from_env({"WAVES": "adaptive"}).custom_config()
 
 
+def test_the_action_format_goes_into_the_custom_config_and_the_generate_hook_reads_it(tmp_path):
+    from types import SimpleNamespace
+
+    from shopsimrl.slime.generate import action_format
+
+    config = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "ACTION_FORMAT": "constrained-words"})
+    assert config.custom_config()["shopsim_action_format"] == "constrained-words"
+    assert action_format(SimpleNamespace(**config.custom_config())) == "constrained-words"
+    assert "shopsim_action_format" not in TrainConfig.from_env({}).custom_config()  # tools: the default, unwritten
+
+
+def test_an_unknown_action_format_is_refused_with_the_names(capsys):
+    with pytest.raises(LaunchError, match="ACTION_FORMAT must be one of tools, constrained, constrained-words, got 'json'"):
+        TrainConfig.from_env({"ACTION_FORMAT": "json"}).check()
+
+
 @pytest.mark.parametrize("flag", ["--partial-rollout", "--partial-rollout=true"])
 def test_partial_rollout_is_refused_at_launch(flag, capsys, monkeypatch):
     monkeypatch.delenv("SHOPSIM_WAVE_CUSHION", raising=False)
