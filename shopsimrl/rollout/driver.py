@@ -46,6 +46,7 @@ class StepDriver:
         try:
             try:
                 self._act(0.0, self.rollout.start())
+                self.live.changed()
                 while not self.rollout.done:
                     finished = await self.tasks.next_batch()
                     self.log.batches += 1
@@ -70,7 +71,8 @@ class StepDriver:
     def _act(self, now: float, actions: list[Action]) -> None:
         """Carry out the step's actions: start groups, log waves and decisions, triage a group decided after its
         first K before its decision; the stop is raised once the decisions before it are logged (aborts happen
-        in ``_abort``)."""
+        in ``_abort``).  The view is told after the whole list: one batch of first stages can open several
+        refills, and until their starts are carried out the step's groups in flight include groups not started."""
         for action in actions:
             if isinstance(action, GroupDecision):
                 self.live.decided(action)
@@ -83,7 +85,6 @@ class StepDriver:
                 groups = [self.tasks.groups[i] for i in action.indices]
                 self.live.opened(action.wave, len(groups))
                 self.log.wave(now, action.wave, groups, remaining=action.remaining)
-                self.live.changed()
             elif isinstance(action, StoppedEarly):
                 self.tasks.triage(self.tasks.groups[action.index])
             elif isinstance(action, StopRun):

@@ -100,6 +100,9 @@ def step_metrics(report: StepReport) -> dict[str, float]:
     )
     spent = dict(fates, completed=completed, submitted=sorted(report.groups))
     for name, indices in spent.items():
+        # the episodes each group was given (n, or the K of a staged group decided after its first stage), in place
+        # of n per group
+        metrics[f"{WASTE_PREFIX}episodes_{name}"] = float(sum(len(report.groups[i].specs) for i in indices))
         metrics[f"{WASTE_PREFIX}env_steps_{name}"] = float(sum(report.groups[i].env_steps for i in indices))
         metrics[f"{WASTE_PREFIX}episode_seconds_{name}"] = float(sum(report.groups[i].episode_seconds() for i in indices))
     for reason, key in ((REASON_TECHNICAL, "technical"), (REASON_ZERO_STD, "zero_std")):
@@ -111,7 +114,7 @@ def step_metrics(report: StepReport) -> dict[str, float]:
     metrics[STEP_PREFIX + "fallback_group_count"] = float(len(report.fallback))
     metrics[STEP_PREFIX + "wall_seconds"] = wall
     if wall > 0:
-        metrics[STEP_PREFIX + "episodes_per_second"] = len(completed) * n / wall
+        metrics[STEP_PREFIX + "episodes_per_second"] = metrics[f"{WASTE_PREFIX}episodes_completed"] / wall
         metrics[STEP_PREFIX + "groups_per_second"] = len(completed) / wall
     return metrics
 

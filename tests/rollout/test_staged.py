@@ -15,7 +15,7 @@ from shopsimrl.io import read_jsonl
 from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner, unit_hash
 from shopsimrl.sampling import REASON_ZERO_STD, SamplingKnobs
-from shopsimrl.sampling.modes import Siblings, Strategy
+from shopsimrl.sampling.modes import Siblings, Strategy, WaveMode
 from shopsimrl.sampling.staged import STAGED_PREFIX
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=8, over_sampling_batch_size=12,
@@ -51,6 +51,9 @@ def test_r29_staged_steps_run_to_the_end_with_whole_groups_and_early_stops_that_
         m = report.metrics
         stopped = int(m[STAGED_PREFIX + "groups_stopped_early"])
         assert m[STAGED_PREFIX + "episodes_saved"] == 4 * stopped
+        # generated episodes count what each group was given: a group stopped early generated 4, not 8
+        assert m["rollout/shopsim/waste/episodes_submitted"] == sum(len(g.specs) for g in report.groups.values())
+        assert m["rollout/shopsim/waste/episodes_dropped"] == 8 * m["rollout/shopsim/waste/groups_dropped"] - 4 * stopped
         events = load_events(step_dir)
         decisions = {e["index"]: e for e in events if e["event"] == "decision"}
         short = [i for i, g in report.groups.items() if len(g.specs) == 4 and i in decisions]
@@ -101,3 +104,35 @@ def test_r29_cli_staged_on_the_in_process_env_every_group_in_batch_jsonl_has_all
 def test_r29_cli_refuses_bad_staging_options(tmp_path, capsys, argv, message):
     assert cli.main([*argv, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+
+
+class Snapshots:
+    """An observer that takes every snapshot it is offered (as the live view does)."""
+
+    def __init__(self):
+        self.taken = 0
+
+    def step_started(self, step, target):
+        pass
+
+    def progressed(self, snapshot):
+        snapshot()
+        self.taken += 1
+
+    def step_finished(self, report, progress):
+        pass
+
+
+def test_r29_staged_with_adaptive_waves_and_a_live_view_snapshots_only_groups_the_shell_started(tmp_path):
+    """Several refills opened in one batch of first stages: the view's snapshot comes once every action is carried
+    out (a snapshot between a refill's WaveOpened and a later refill's starts met groups not started yet)."""
+    config = RolloutConfig(knobs=KNOBS, steps=6, seed=0, out=tmp_path, name="staged-adaptive",
+                           selection=Strategy("informative"), waves=WaveMode("adaptive"), siblings=Siblings("staged"),
+                           timeline=False)
+    tasks = [f"task-{i:04d}" for i in range(30)]
+    observer = Snapshots()
+    result = asyncio.run(run_rollout(config, synthetic_runner(polar_outcome, delay=jittered()), tasks,
+                                     observer=observer))
+    assert [len(r.kept) for r in result.reports] == [KNOBS.rollout_batch_size] * 6
+    assert sum(int(r.metrics[STAGED_PREFIX + "groups_stopped_early"]) for r in result.reports) > 0
+    assert observer.taken > 0
