@@ -77,10 +77,12 @@ QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 1
 
 
 def run_argv(regime: Regime, strategy: str, seed: int, out: Path, name: str) -> list[str]:
-    selection, waves = strategy.split("/")
-    return ["rollout", "--learner", "grpo", "--eval-every", str(regime.eval_every), "--eval-samples",
-            str(regime.eval_samples), "--eval-split", regime.eval_split, "--steps", str(regime.steps), "--seed",
-            str(seed), "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
+    """``selection/waves`` or ``selection/waves/staged`` (staged siblings, the default stage size)."""
+    selection, waves, *siblings = strategy.split("/")
+    return ["rollout", *(["--siblings", *siblings] if siblings else []), "--learner", "grpo",
+            "--eval-every", str(regime.eval_every), "--eval-samples", str(regime.eval_samples),
+            "--eval-split", regime.eval_split, "--steps", str(regime.steps), "--seed", str(seed),
+            "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
             "--no-timeline", "--view", "plain", *(["--products", str(regime.products)] if regime.products else [])]
 
 
@@ -343,13 +345,14 @@ def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[int, dic
 
 
 def main(quick: bool = False, *, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,
-         keep: Path | None = None, jobs: int = JOBS, out: str | None = None) -> dict[str, object]:
+         keep: Path | None = None, jobs: int = JOBS, out: str | None = None,
+         strategies: Sequence[str] | None = None) -> dict[str, object]:
     regimes = [QUICK] if quick else list(REGIMES)
     if only:
         regimes = [r for r in regimes if r.name in only]
-    if seeds:
-        regimes = [Regime(r.name, r.products, r.strategies, tuple(seeds), r.eval_split, r.eval_samples, r.steps,
-                          r.eval_every) for r in regimes]
+    if seeds or strategies:
+        regimes = [Regime(r.name, r.products, tuple(strategies or r.strategies), tuple(seeds or r.seeds), r.eval_split,
+                          r.eval_samples, r.steps, r.eval_every) for r in regimes]
     results: dict[str, Any] = {
         "machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time": "rollout_wall_s sums rollout/shopsim/step/wall_seconds (measured, noisy on a shared machine); "
@@ -376,8 +379,10 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="one seed, 10 steps, --products 2000 only")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the seeds (tuning: 100-104)")
     parser.add_argument("--only", nargs="+", default=None, choices=[r.name for r in REGIMES], help="these regimes")
+    parser.add_argument("--strategies", nargs="+", default=None,
+                        help="override the strategies (selection/waves[/staged]; tuning), seed/fixed first")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here (reused if complete)")
     parser.add_argument("--jobs", type=int, default=JOBS, help="runs at a time")
     parser.add_argument("--out", default=None, help="result file (default benchmarks/results/selection.json)")
     a = parser.parse_args()
-    main(a.quick, seeds=a.seeds, only=a.only, keep=a.keep, jobs=a.jobs, out=a.out)
+    main(a.quick, seeds=a.seeds, only=a.only, keep=a.keep, jobs=a.jobs, out=a.out, strategies=a.strategies)
