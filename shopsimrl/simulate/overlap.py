@@ -9,8 +9,8 @@ no evaluation and no checkpoint save inside the run:
   ``update_weights()``; nothing overlaps.  A step takes ``R_k + T_k + U``.
 - ``train_async.py`` (:func:`async_schedule`): ``generate(0)`` starts before the loop.  Step ``k``
   waits for ``generate(k)``, starts ``generate(k+1)`` at once, trains ``k``; then, before
-  ``update_weights()``, it waits for ``generate(k+1)`` ("sync generate before update weights to
-  prevent update weight in the middle of generation").  So rollout ``k+1`` runs beside training
+  ``update_weights()``, it waits for ``generate(k+1)`` to end (no weight update in the middle of
+  a generation).  So rollout ``k+1`` runs beside training
   ``k``, the engines are idle during the weight sync, and the loop takes
   ``R_0 + sum_{k<N-1} (max(T_k, R_{k+1}) + U) + T_{N-1} + U``.  The first rollout has nothing
   to overlap; the last training step neither.
