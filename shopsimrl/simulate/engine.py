@@ -12,6 +12,7 @@ picture draws both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -41,6 +42,14 @@ from shopsimrl.simulate.events import StepEvents
 from shopsimrl.simulate.inflight import GroupsInFlight
 from shopsimrl.simulate.model import World, WorldParams
 from shopsimrl.simulate.oracle import Oracle, OracleSelector, SeenOracleSelector
+from shopsimrl.simulate.overlap import (
+    DEFAULT_TRAINING_LOOP,
+    POLICY_LAG,
+    LaggedTrainer,
+    TrainingLoop,
+    TrainTiming,
+    loop_wall_s,
+)
 
 
 @dataclass
@@ -93,6 +102,10 @@ class RunResult:
     kind_pass_rates: list[float] = field(default_factory=list)
     #: worlds with directions: informative groups trained per kind, per step
     trained_kinds: list[list[int]] = field(default_factory=list)
+    #: slime's loop that ran the steps (``async``: each rollout on weights one training step older)
+    loop: str = DEFAULT_TRAINING_LOOP.value
+    #: training and weight-sync seconds per step: the summary then times the loop (``None``: rollouts only)
+    timing: TrainTiming | None = None
 
     def summary(self, n_samples_per_prompt: int) -> dict[str, float]:
         s = self.steps
@@ -128,7 +141,15 @@ class RunResult:
                 for k, rate in enumerate(rates)} if self.kind_pass_rates else {}),
             **({"kind_0_share_of_trained_after_step_10": _share_after(self.trained_kinds, 10)}
                if self.trained_kinds else {}),
+            **(self._loop_summary(self.timing, accepted) if self.timing is not None else {}),
         }
+
+    def _loop_summary(self, timing: TrainTiming, accepted: int) -> dict[str, float]:
+        """The loop's figures: ``wall_time_s`` and its kin above time the rollouts alone."""
+        wall = loop_wall_s(self.loop, [r.wall_s for r in self.steps], timing)
+        return {"train_s_per_step": timing.train_s, "weight_sync_s": timing.weight_sync_s,
+                "loop_wall_time_s": wall, "loop_mean_step_wall_s": wall / len(self.steps),
+                "loop_wall_s_per_informative_group": wall / accepted if accepted else float("inf")}
 
 
 def simulate_run(
@@ -146,6 +167,8 @@ def simulate_run(
     staging: StagedSiblings | None = None,
     capacity: float | None = None,
     labels: bool = True,
+    loop: TrainingLoop | str = DEFAULT_TRAINING_LOOP,
+    timing: TrainTiming | None = None,
 ) -> RunResult:
     """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
 
@@ -155,9 +178,12 @@ def simulate_run(
     wave mode's (``horizon_for_waves``).  ``staging``: staged siblings; ``capacity``: episodes in flight
     share the engine's throughput (:mod:`~shopsimrl.simulate.capacity`; ``None``, the default: no sharing).
     ``labels``: in a clustered world, the selector is told each prompt's cluster (``False``: it is not, as
-    before clusters were known).
+    before clusters were known).  ``loop``: slime's ``train.py`` (``sync``, the default) or ``train_async.py``
+    (``async``: each rollout runs on the weights of one training step earlier, :mod:`~shopsimrl.simulate.overlap`);
+    ``timing``: training and weight-sync seconds per step, which add the loop's wall time to the summary.
     """
     mode = WaveMode.parse(waves)
+    training_loop = TrainingLoop.parse(loop)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     knobs = knobs or SamplingKnobs()
@@ -181,14 +207,18 @@ def simulate_run(
     records: list[StepRecord] = []
     timelines: dict[int, list[dict[str, Any]]] = {}
     groups: list[tuple[int, str, bool]] = []
+    trainer = LaggedTrainer(w.train, POLICY_LAG[training_loop])
     for step in range(1, steps + 1):
         record, events = _simulate_step(step, w, selector, guard, knobs, groups, waves=mode, cushion=cushion,
-                                        staging=staging, capacity=capacity)
+                                        staging=staging, capacity=capacity, train=trainer)
         records.append(record)
         if step in keep_timelines:
             timelines[step] = events
+    if trainer.flush():  # the last steps train after the last rollout: the final record counts them
+        records[-1].mean_pass_rate = w.mean_pass_rate()
     return RunResult(
-        label=label or f"{selection}/{waves}" + ("+staged" if staging is not None else ""),
+        label=label or f"{selection}/{waves}" + ("+staged" if staging is not None else "")
+        + ("" if training_loop is DEFAULT_TRAINING_LOOP else f"+{training_loop}"),
         selection=selection,
         waves=waves,
         steps=records,
@@ -201,6 +231,8 @@ def simulate_run(
         kind_pass_rates_initial=kinds_initial,
         kind_pass_rates=w.kind_pass_rates() if w.stance is not None else [],
         trained_kinds=w.trained_kinds,
+        loop=training_loop.value,
+        timing=timing,
     )
 
 
@@ -223,10 +255,12 @@ def _simulate_step(
     cushion: float = DEFAULT_CUSHION,
     staging: StagedSiblings | None = None,
     capacity: float | None = None,
+    train: Callable[[list[str]], None] | None = None,
 ) -> tuple[StepRecord, list[dict[str, Any]]]:
     """One step: a pump around :class:`RolloutStep`, which decides everything (waves or refills, the filter, the
     fallback, the abort, staged siblings); :class:`GroupsInFlight` plays and times the groups it starts.  Groups
-    that finish at one instant come back together."""
+    that finish at one instant come back together.  ``train`` takes the kept informative groups' prompts (default:
+    the world trains on them at once, as ``train.py`` does before the next rollout)."""
     rs = new_step(knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.n_samples_per_prompt,
                   source=source, waves=waves, cushion=cushion, staging=staging, guard=guard)
     flight = GroupsInFlight(world, knobs.n_samples_per_prompt, capacity)
@@ -264,19 +298,19 @@ def _simulate_step(
         act(rs.finished([back(i) for i in ended]))
     done = rs.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
     log.abort(now, done.aborted)
-    scored = _learn(step, rs.prompts, done, judged, world, groups)
+    scored = _learn(step, rs.prompts, done, judged, train or world.train, groups)
     record = _record(step, done, scored, rs.stage_counts, episodes=flight.episodes, wall_s=now,
                      mean_pass_rate=world.mean_pass_rate(), selector=source.pop_stats())
     return record, log.events
 
 
-def _learn(step: int, prompts: dict[int, Any], done: StepDone, judged: dict[int, list[float] | None], world: World,
-           groups: list[tuple[int, str, bool]]) -> list[list[float]]:
+def _learn(step: int, prompts: dict[int, Any], done: StepDone, judged: dict[int, list[float] | None],
+           train: Callable[[list[str]], None], groups: list[tuple[int, str, bool]]) -> list[list[float]]:
     """The step's end: the judged, scored groups join ``groups`` (the persistence statistics) and the kept
-    informative groups train the world's policy.  Returns the scored groups' rewards, in index order."""
+    informative groups go to ``train`` (the world's policy).  Returns the scored groups' rewards, in index order."""
     scored = {i: r for i in sorted(judged) if (r := judged[i]) is not None}
     groups.extend((step, str(prompts[i]), reward_spread_verdict(r) is Verdict.ZERO_STD) for i, r in scored.items())
-    world.train([str(prompts[i]) for i in done.informative])
+    train([str(prompts[i]) for i in done.informative])
     return list(scored.values())
 
 

@@ -13,6 +13,7 @@ from shopsimrl.rollout.timeline import FATE_COLOURS, draw_wave_timeline, render_
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
+from shopsimrl.simulate.overlap import DEFAULT_TRAINING_LOOP, TrainingLoop, TrainTiming
 
 #: (selection, waves) pairs compared by default: the faithful run first.
 STRATEGIES: tuple[tuple[str, ...], ...] = (
@@ -46,6 +47,8 @@ SUMMARY_KEYS = (
     "mean_step_wall_s",
     "wall_s_per_informative_group",
 )
+#: With a training time per step (``timing``): the loop's wall time, beside the rollouts' above.
+LOOP_KEYS = ("loop_mean_step_wall_s", "loop_wall_s_per_informative_group")
 
 
 def compare(
@@ -57,6 +60,8 @@ def compare(
     timeline_step: int | None = None,
     staging: StagedSiblings | None = None,
     capacity: float | None = None,
+    loop: TrainingLoop | str = DEFAULT_TRAINING_LOOP,
+    timing: TrainTiming | None = None,
 ) -> dict[str, Any]:
     """Run every strategy on every seed (same worlds); medians over seeds per strategy.
 
@@ -64,7 +69,9 @@ def compare(
     world's clusters; by default ``STRATEGIES``, and ``UNLABELLED`` too in a clustered world.  The ``oracle`` rows
     read the world's true pass rates: the bound for any selector in that world.  ``staging``: each strategy also
     runs with staged siblings, as ``<strategy>+staged``; ``capacity`` (episodes at full speed,
-    :mod:`~shopsimrl.simulate.capacity`) times every row under the capacity model.
+    :mod:`~shopsimrl.simulate.capacity`) times every row under the capacity model.  ``loop`` runs every row in
+    slime's ``train.py`` (``sync``) or ``train_async.py`` (``async``, :mod:`~shopsimrl.simulate.overlap`); with
+    ``timing`` (training and weight-sync seconds per step) the summary adds the loop's wall time (``LOOP_KEYS``).
     """
     world = world or WorldParams()
     if strategies is None:
@@ -78,10 +85,10 @@ def compare(
             runs[label] = [
                 simulate_run(selection=selection, waves=waves, steps=steps, seed=s, world=world,
                              keep_timelines=keep if i == 0 else (), label=label, labels=not blind, staging=staged,
-                             capacity=capacity)
+                             capacity=capacity, loop=loop, timing=timing)
                 for i, s in enumerate(seeds)
             ]
-    keys = SUMMARY_KEYS + (CLUSTER_KEYS if world.clusters else ()) + (
+    keys = SUMMARY_KEYS + (LOOP_KEYS if timing is not None else ()) + (CLUSTER_KEYS if world.clusters else ()) + (
         tuple(f"kind_{k}_{when}_pass_rate" for when in ("initial", "final") for k in range(world.directions)))
     summary = {
         label: {key: median(r.summary(8)[key] for r in rs) for key in keys}
