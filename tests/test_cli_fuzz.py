@@ -125,7 +125,8 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
                  "--stage-size": ("0", Late("4")), "--capacity": ("-1", Late("0", ("--siblings", "staged"))),
                  "--stage-skip-q": ("-0.1", "1.5", Late("0.5")),  # without --siblings staged
                  "--clusters": ("-1", *HUGE), "--transfer": ("-0.1", "2", Late("0.3")),  # --transfer without --clusters
-                 "--world": ("nope",), "--directions": ("-1", *HUGE, Late("1"))},  # one kind has no direction
+                 "--world": ("nope",), "--directions": ("-1", *HUGE, Late("1")),  # one kind has no direction
+                 "--train-s": ("-1", "nan"), "--weight-sync-s": ("-1", "inf")},
     "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
                     "--jobs": ("0", "99"), "--json": (), "--timeout": ("0", "-1")},
     "compare": {"runs": ("", "/nonexistent/run", "/etc/hostname"), "--chart": ()},

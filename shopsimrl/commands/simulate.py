@@ -12,6 +12,13 @@ from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
 from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
+from shopsimrl.simulate.overlap import (
+    CALIBRATED_TRAIN_S,
+    CALIBRATED_WEIGHT_SYNC_S,
+    DEFAULT_TRAINING_LOOP,
+    TrainingLoop,
+    TrainTiming,
+)
 
 EXIT_OK = 0
 WORLDS = ("calibrated", "learner")
@@ -60,6 +67,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     world.add_argument("--directions", type=int_range(0, MAX_PROMPTS, why_high=WHY_PROMPTS), default=None, metavar="K",
                        help="K >= 2 kinds of prompt pull a shared stance toward their own direction (the learner "
                        "world's angle, weight and rate; 0: none)")
+    loop = p.add_argument_group("slime's training loop (docs/efficient-sampling.md, slime's two loops)")
+    loop.add_argument("--loop", **one_of(TrainingLoop), default=DEFAULT_TRAINING_LOOP,
+                      help="sync: train.py (rollout, train, weight sync); async: train_async.py (rollout k+1 beside "
+                      "training k, the policy one step older); with --train-s or async the table adds the loop's wall "
+                      "time per step and per informative group")
+    loop.add_argument("--train-s", type=number(0), default=None, metavar="S",
+                      help=f"training seconds per step (default, when the loop is timed: {CALIBRATED_TRAIN_S:g}, "
+                      "calibrated on a public slime run)")
+    loop.add_argument("--weight-sync-s", type=number(0), default=None, metavar="S",
+                      help=f"weight-sync seconds after each training step (default, when timed: "
+                      f"{CALIBRATED_WEIGHT_SYNC_S:g})")
     handled_by(p, handle)
 
 
@@ -125,8 +143,14 @@ def handle(args: argparse.Namespace) -> int:
     clustered = f" in {world.clusters} clusters, transfer {world.transfer:g}" if world.clusters else ""
     bound = "" if world.directions else " (the oracle rows read the true pass rates: the bound for any selector)"
     print(f"simulating {args.steps} steps x {len(args.seeds)} seeds{clustered}{bound} ...", flush=True)
+    timing = None
+    if args.loop is TrainingLoop.ASYNC or args.train_s is not None or args.weight_sync_s is not None:
+        timing = TrainTiming(CALIBRATED_TRAIN_S if args.train_s is None else args.train_s,
+                             CALIBRATED_WEIGHT_SYNC_S if args.weight_sync_s is None else args.weight_sync_s)
+        print(f"slime's {'train_async.py' if args.loop is TrainingLoop.ASYNC else 'train.py'} loop: "
+              f"{timing.train_s:g} s training and {timing.weight_sync_s:g} s weight sync per step")
     result = compare(steps=args.steps, seeds=args.seeds, world=world, timeline_step=args.timeline_step,
-                     staging=staging, capacity=capacity)
+                     staging=staging, capacity=capacity, loop=args.loop, timing=timing)
     summary, checks = result["summary"], targets(result["summary"], world.clusters)
     if world.directions:
         # the learner's ranking to check against (loaded with the learner world)
@@ -139,6 +163,8 @@ def handle(args: argparse.Namespace) -> int:
                ("gen/trained ep", "generated_per_trained_episode"), ("inf share", "informative_share_of_trained"),
                ("final pass", "final_mean_pass_rate"), ("coverage", "coverage"), ("step s", "mean_step_wall_s"),
                ("s/inf group", "wall_s_per_informative_group")]
+    if timing is not None:
+        columns += [("loop step s", "loop_mean_step_wall_s"), ("loop s/inf", "loop_wall_s_per_informative_group")]
     if world.clusters:
         columns += [("cluster min", "cluster_final_pass_min"), ("cluster median", "cluster_final_pass_median"),
                     ("clusters gen", "clusters_generated_min")]
@@ -155,7 +181,9 @@ def handle(args: argparse.Namespace) -> int:
                                              "summary": summary, "targets": checks,
                                              **({"capacity": capacity, "staging": {
                                                  "stage_size": staging.stage_size, "threshold": staging.threshold,
-                                                 "skip_q": staging.skip_q}} if staging is not None else {})})
+                                                 "skip_q": staging.skip_q}} if staging is not None else {}),
+                                             **({"loop": str(args.loop.value), "timing": timing.as_dict()}
+                                                if timing is not None else {})})
     draw_step_bars(out / "step_bars.png", {k: v for k, v in runs.items() if not k.startswith("oracle")})
     draw_timeline(out / "wave_timeline_seed_fixed.png", runs["seed/fixed"][0], args.timeline_step)
     draw_timeline(out / "wave_timeline_informative_adaptive.png", runs["informative/adaptive"][0], args.timeline_step)
