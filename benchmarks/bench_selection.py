@@ -167,6 +167,23 @@ def starts(run: Path) -> list[str]:
     return out
 
 
+def spread_calibration(run: Path, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Why adaptive waves save little or much: the share of decided groups that had spread, against the mean
+    chance of spread the prompt source predicted for the prompts it handed out (step by step, then averaged).  A
+    sizer fills a batch of 16 from a budget of 32 groups only when that share is at least one half."""
+    varied = decided = 0
+    for events in run.glob("step-*/events.jsonl"):
+        for line in events.read_text().splitlines():
+            event = json.loads(line) if line else {}
+            if event.get("event") == "decision":
+                decided += 1
+                varied += event["verdict"] == "varied"
+    predicted = [1.0 - row[PREFIX + "selector/predicted_zero_spread_mean"] for row in rows
+                 if PREFIX + "selector/predicted_zero_spread_mean" in row]
+    return {"spread_share_of_decided": varied / decided if decided else 0.0,
+            **({"predicted_spread_mean": sum(predicted) / len(predicted)} if predicted else {})}
+
+
 def concentration(run: Path, train_tasks: int) -> dict[str, float]:
     """How the trained groups spread over the prompts (the issue's concentration figures)."""
     counts: dict[str, int] = {}
@@ -205,6 +222,7 @@ def figures(run: Path) -> dict[str, Any]:
         "generated_per_trained_episode": episodes / total("waste/episodes_kept"),
         "rollout_success_rate_last_5_steps": sum(row[PREFIX + "success_rate"] for row in rows[-5:]) / 5,
         **concentration(run, train_tasks),
+        **spread_calibration(run, rows),
         **({"emitted_concentration_last_step": emitted} if emitted else {}),
         "curve": points,
     }
@@ -278,9 +296,11 @@ def _diff(run: dict[str, Any], base: dict[str, Any], x: float, axis: str) -> flo
 
 
 def summary(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
-    keys = [k for k, v in next(iter(next(iter(runs.values())).values())).items() if isinstance(v, (int, float))]
-    return {strategy: {k: _median([run[k] for run in by_seed.values()]) for k in keys}
-            for strategy, by_seed in runs.items()}
+    out: dict[str, dict[str, float | None]] = {}
+    for strategy, by_seed in runs.items():
+        keys = dict.fromkeys(k for run in by_seed.values() for k, v in run.items() if isinstance(v, (int, float)))
+        out[strategy] = {k: _median([run.get(k) for run in by_seed.values()]) for k in keys}
+    return out
 
 
 # -- the issue's targets ------------------------------------------------------------------------------------------
