@@ -146,8 +146,8 @@ class Report:
 
     def add(self, name: str, outcome: Outcome, note: str = "") -> None:
         self.verdicts.append({"check": name, "status": outcome.status.value, "problems": list(outcome.problems),
-                              "reason": outcome.reason})
-        detail = note if outcome.status is Status.PASS else outcome.reason
+                              "reason": outcome.reason, "note": outcome.note})
+        detail = (outcome.note or note) if outcome.status is Status.PASS else outcome.reason
         print(f"{outcome.status.value:<8} {name}{'  (' + detail + ')' if detail else ''}", flush=True)
         for problem in outcome.problems[:SHOWN_MISMATCHES]:
             print(f"      - {problem}", flush=True)
