@@ -49,6 +49,8 @@ class Mutation:
 
     @property
     def test_id(self) -> str:
+        if self.witness.startswith("tests/"):  # a test outside tests/sampling, by its whole path
+            return self.witness
         return f"{TESTS}/{self.witness}" if "::" in self.witness else f"{TESTS}/test_rules.py::{self.witness}"
     path: str  # relative to the repository root
     old: str  # must occur exactly once in the file
@@ -282,7 +284,29 @@ SHELL_MUTATIONS = (
              "act(step.finished([(i, supply[i][0], None) for i in batch]))",
              "act(step.finished([(i, supply[max(i - 1, 0)][0], None) for i in batch]))"),
 )
-MUTATIONS = MUTATIONS + SHELL_MUTATIONS
+
+# slime's asynchronous loop (train_async.py, ASYNC=1): break it, and its harness leg's checks must fail.  The witness
+# runs slime's real train_async.py (tests/slime_harness/test_async_loop.py): left out, saying so, without SLIME_SRC.
+ASYNC_LOOP = "tests/slime_harness/test_async_loop.py::"
+ASYNC_MUTATIONS = (
+    Mutation("async-save-writes-the-state-after-the-next-rollout-drew", "async",
+             ASYNC_LOOP + "test_a_resume_of_the_async_loop_equals_the_uninterrupted_run",
+             "shopsimrl/slime/data_source.py",
+             "state = self.at_rollout_end.state_for_save(rollout_id) or self._state()", "state = self._state()"),
+    Mutation("async-rollout-end-never-told-to-the-data-source", "async",
+             ASYNC_LOOP + "test_a_resume_of_the_async_loop_equals_the_uninterrupted_run",
+             "shopsimrl/slime/metrics.py",
+             "            source.rollout_ended(rollout_id)", "            pass"),
+    Mutation("async-legs-run-train-py", "async",
+             ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[loop]",
+             "shopsimrl/slime/launch_knobs.py",
+             'return "train_async.py" if self.async_loop else "train.py"', 'return "train.py"'),
+    Mutation("async-selector-never-fed", "async",
+             ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[feedback]",
+             "shopsimrl/slime/metrics.py",
+             "    if record_groups is not None:\n", "    if False:\n"),
+)
+MUTATIONS = MUTATIONS + SHELL_MUTATIONS + ASYNC_MUTATIONS
 
 
 def check_applies(mutations: tuple[Mutation, ...]) -> list[str]:
@@ -356,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console() if sys.stdout.isatty() else Console(width=170)  # logs keep whole test names
     mutations = tuple(mu for mu in MUTATIONS if not args.match or args.match in mu.name)
+    if not os.environ.get("SLIME_SRC") and not args.list and any(mu in ASYNC_MUTATIONS for mu in mutations):
+        console.print(f"left out: the {sum(mu in ASYNC_MUTATIONS for mu in mutations)} async-loop mutations "
+                      "(their tests run slime's train_async.py: set SLIME_SRC)")
+        mutations = tuple(mu for mu in mutations if mu not in ASYNC_MUTATIONS)
     if not mutations:
         console.print(f"[red]error:[/] no mutation name contains {args.match!r}; see --list")
         return 2

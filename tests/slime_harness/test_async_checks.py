@@ -4,7 +4,8 @@
   already handed out, fails; NOT RUN without draws;
 - ``loop`` in a ``train_async.py`` leg: a run whose rollout k+1 began after step k trained is not the
   asynchronous loop, and fails;
-- ``feedback``: its PASS says whether step k's feedback reached step k+1's picks or only step k+2's.
+- ``feedback``: a trained step whose groups never reached the selector fails; its PASS says whether step k's
+  feedback reached step k+1's picks or only step k+2's.
 """
 
 from __future__ import annotations
@@ -66,3 +67,9 @@ def test_the_feedback_pass_says_which_picks_it_reached():
     assert outcome.status is Status.PASS
     assert outcome.note == ("step k's feedback reached step k+2's picks; step k+1 picked before it in 2 step(s), "
                             "e.g. step 1")
+
+
+def test_a_trained_step_that_fed_the_selector_nothing_fails_the_feedback_check():
+    """No feedback is the latest feedback: without this, a selector never fed passed (nothing recorded, nothing late)."""
+    unfed = [["hand", 0], ["record", 0], ["hand", 1], ["hand", 2]]
+    assert check_feedback(leg(feedback=unfed)).problems == ("1 trained step(s) fed the selector nothing, e.g. step 1",)

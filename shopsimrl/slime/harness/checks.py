@@ -266,6 +266,9 @@ def check_feedback(leg: dict[str, Any]) -> Outcome:
             first_hand.setdefault(step, position)
     problems = [f"step {step}: feedback recorded after step {step + 2} began picking" for step, position in
                 sorted(last_record.items()) if step >= 0 and first_hand.get(step + 2, len(order)) < position]
+    unrecorded = sorted(int(step) for step in leg["trained"] if int(step) not in last_record)
+    if unrecorded:  # a trained step's groups completed: no feedback at all is late feedback
+        problems.append(f"{len(unrecorded)} trained step(s) fed the selector nothing, e.g. step {unrecorded[0]}")
     if problems:
         return Outcome.of(problems[:10])
     later = [step for step, position in sorted(last_record.items())
