@@ -301,6 +301,12 @@ ASYNC_MUTATIONS = (
              ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[loop]",
              "shopsimrl/slime/launch_knobs.py",
              'return "train_async.py" if self.async_loop else "train.py"', 'return "train.py"'),
+    Mutation("async-in-flight-prompt-handed-out-again", "async",
+             ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[in_flight]",
+             "shopsimrl/slime/data_source.py",
+             "for task_id in self.selector.next_prompts(wanted):",
+             "for task_id in ([*self.selector.next_prompts(wanted - 1), sorted(self.selector.in_flight)[0]]\n"
+             "                        if self.selector.in_flight else self.selector.next_prompts(wanted)):"),
     Mutation("async-selector-never-fed", "async",
              ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[feedback]",
              "shopsimrl/slime/metrics.py",
