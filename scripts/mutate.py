@@ -3,7 +3,9 @@
 Each mutation is a small textual edit (one line where the rule is one line) of a file under
 ``shopsimrl/sampling``, paired with the example test of ``tests/sampling/test_rules.py`` written
 to catch it; a second block breaks one shell's pump at a time (the driver, slime's rollout function,
-the simulator, replay), each caught by the four-shell conformance test.  The runner copies ``shopsimrl/``, ``tests/`` and ``pyproject.toml`` into a
+the simulator, replay), each caught by the four-shell conformance test; a third breaks slime's
+asynchronous loop, each caught by the train_async.py leg of tests/slime_harness/test_async_loop.py
+(left out, in one line, without SLIME_SRC).  The runner copies ``shopsimrl/``, ``tests/`` and ``pyproject.toml`` into a
 temporary directory once, checks that the copy imports its own ``shopsimrl`` and that
 ``tests/sampling`` passes there, then for each mutation edits the copy, runs the mutation's
 example test and restores the copy's file.  The working tree is only read: an interrupted run
@@ -386,13 +388,15 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console() if sys.stdout.isatty() else Console(width=170)  # logs keep whole test names
     mutations = tuple(mu for mu in MUTATIONS if not args.match or args.match in mu.name)
+    if not mutations:
+        console.print(f"[red]error:[/] no mutation name contains {args.match!r}; see --list")
+        return 2
     if not os.environ.get("SLIME_SRC") and not args.list and any(mu in ASYNC_MUTATIONS for mu in mutations):
         console.print(f"left out: the {sum(mu in ASYNC_MUTATIONS for mu in mutations)} async-loop mutations "
                       "(their tests run slime's train_async.py: set SLIME_SRC)")
         mutations = tuple(mu for mu in mutations if mu not in ASYNC_MUTATIONS)
-    if not mutations:
-        console.print(f"[red]error:[/] no mutation name contains {args.match!r}; see --list")
-        return 2
+        if not mutations:
+            return 2
     if args.list:
         table = Table("mutation", "rule", "file", "edit", "its example test")
         for mu in mutations:
