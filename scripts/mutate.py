@@ -3,7 +3,9 @@
 Each mutation is a small textual edit (one line where the rule is one line) of a file under
 ``shopsimrl/sampling``, paired with the example test of ``tests/sampling/test_rules.py`` written
 to catch it; a second block breaks one shell's pump at a time (the driver, slime's rollout function,
-the simulator, replay), each caught by the four-shell conformance test.  The runner copies ``shopsimrl/``, ``tests/`` and ``pyproject.toml`` into a
+the simulator, replay), each caught by the four-shell conformance test; a third breaks slime's
+asynchronous loop, each caught by the train_async.py leg of tests/slime_harness/test_async_loop.py
+(left out, in one line, without SLIME_SRC).  The runner copies ``shopsimrl/``, ``tests/`` and ``pyproject.toml`` into a
 temporary directory once, checks that the copy imports its own ``shopsimrl`` and that
 ``tests/sampling`` passes there, then for each mutation edits the copy, runs the mutation's
 example test and restores the copy's file.  The working tree is only read: an interrupted run
@@ -49,6 +51,8 @@ class Mutation:
 
     @property
     def test_id(self) -> str:
+        if self.witness.startswith("tests/"):  # a test outside tests/sampling, by its whole path
+            return self.witness
         return f"{TESTS}/{self.witness}" if "::" in self.witness else f"{TESTS}/test_rules.py::{self.witness}"
     path: str  # relative to the repository root
     old: str  # must occur exactly once in the file
@@ -282,7 +286,35 @@ SHELL_MUTATIONS = (
              "act(step.finished([(i, supply[i][0], None) for i in batch]))",
              "act(step.finished([(i, supply[max(i - 1, 0)][0], None) for i in batch]))"),
 )
-MUTATIONS = MUTATIONS + SHELL_MUTATIONS
+
+# slime's asynchronous loop (train_async.py, ASYNC=1): break it, and its harness leg's checks must fail.  The witness
+# runs slime's real train_async.py (tests/slime_harness/test_async_loop.py): left out, saying so, without SLIME_SRC.
+ASYNC_LOOP = "tests/slime_harness/test_async_loop.py::"
+ASYNC_MUTATIONS = (
+    Mutation("async-save-writes-the-state-after-the-next-rollout-drew", "async",
+             ASYNC_LOOP + "test_a_resume_of_the_async_loop_equals_the_uninterrupted_run",
+             "shopsimrl/slime/data_source.py",
+             "state = self.at_rollout_end.state_for_save(rollout_id) or self._state()", "state = self._state()"),
+    Mutation("async-rollout-end-never-told-to-the-data-source", "async",
+             ASYNC_LOOP + "test_a_resume_of_the_async_loop_equals_the_uninterrupted_run",
+             "shopsimrl/slime/metrics.py",
+             "            source.rollout_ended(rollout_id)", "            pass"),
+    Mutation("async-legs-run-train-py", "async",
+             ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[loop]",
+             "shopsimrl/slime/launch_knobs.py",
+             'return "train_async.py" if self.async_loop else "train.py"', 'return "train.py"'),
+    Mutation("async-in-flight-prompt-handed-out-again", "async",
+             ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[in_flight]",
+             "shopsimrl/slime/data_source.py",
+             "for task_id in self.selector.next_prompts(wanted):",
+             "for task_id in ([*self.selector.next_prompts(wanted - 1), sorted(self.selector.in_flight)[0]]\n"
+             "                        if self.selector.in_flight else self.selector.next_prompts(wanted)):"),
+    Mutation("async-selector-never-fed", "async",
+             ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[feedback]",
+             "shopsimrl/slime/metrics.py",
+             "    if record_groups is not None:\n", "    if False:\n"),
+)
+MUTATIONS = MUTATIONS + SHELL_MUTATIONS + ASYNC_MUTATIONS
 
 
 def check_applies(mutations: tuple[Mutation, ...]) -> list[str]:
@@ -359,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     if not mutations:
         console.print(f"[red]error:[/] no mutation name contains {args.match!r}; see --list")
         return 2
+    if not os.environ.get("SLIME_SRC") and not args.list and any(mu in ASYNC_MUTATIONS for mu in mutations):
+        console.print(f"left out: the {sum(mu in ASYNC_MUTATIONS for mu in mutations)} async-loop mutations "
+                      "(their tests run slime's train_async.py: set SLIME_SRC)")
+        mutations = tuple(mu for mu in mutations if mu not in ASYNC_MUTATIONS)
+        if not mutations:
+            return 2
     if args.list:
         table = Table("mutation", "rule", "file", "edit", "its example test")
         for mu in mutations:

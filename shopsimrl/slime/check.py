@@ -8,7 +8,8 @@ Runs, on a CPU, against the user's own slime checkout, the checks the test suite
 - for each launcher configuration (``SELECTION`` x ``WAVES``), slime's real ``train()``
   loop with the launcher's argv: ``loop``, ``batch``, ``distinct``, ``replay``,
   ``selector``, ``metrics``, ``resume`` (see :mod:`shopsimrl.slime.harness.checks`);
-  with ``--async``, the same through slime's ``train_async.py`` (``ASYNC=1``);
+  and the same through slime's ``train_async.py`` (``ASYNC=1``), with its own checks (``in_flight``,
+  ``feedback``; ``--loop`` runs one loop only);
 - ``launch``: ``--partial-rollout`` refused before slime starts;
 - ``episodes``: our generate hook inside slime's ``generate_and_rm_group`` against a
   scripted SGLang and a real env server, and slime's ``abort()`` mid-episode.
@@ -58,6 +59,8 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2
 SHOWN_MISMATCHES = 3
 STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: ``--loop``: slime's loops run per configuration (``async`` is ``train_async.py``, ``ASYNC=1``)
+LOOP_CHOICES = ("both", "train", "async")
 LAUNCH_CHECK = "launch: --partial-rollout refused"
 EPISODES_CHECK = "episodes: the generate hook in generate_and_rm_group, abort() mid-episode"
 
@@ -76,8 +79,9 @@ def register(commands: Any) -> None:
     check.add_argument("--full-size", action="store_true",
                        help="the launcher's own step (16 groups of 8) over 1,600 prompts, not the quicker 8 of 4; "
                             "prints the sampling figures the docs quote")
-    check.add_argument("--async", dest="asynchronous", action="store_true",
-                       help="also run every configuration through slime's asynchronous loop, train_async.py (ASYNC=1)")
+    check.add_argument("--loop", choices=LOOP_CHOICES, default="both",
+                       help="which of slime's loops run every configuration: train.py, train_async.py (ASYNC=1), or "
+                            "both (default)")
     check.add_argument("--jobs", type=int_range(1, 4), default=2, help="configurations run at once (default 2)")
     check.add_argument("--timeout", type=number(above=0), default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                        help=f"each slime process's time limit; one still running then is killed and its checks fail "
@@ -146,8 +150,8 @@ class Report:
 
     def add(self, name: str, outcome: Outcome, note: str = "") -> None:
         self.verdicts.append({"check": name, "status": outcome.status.value, "problems": list(outcome.problems),
-                              "reason": outcome.reason})
-        detail = note if outcome.status is Status.PASS else outcome.reason
+                              "reason": outcome.reason, "note": outcome.note})
+        detail = (outcome.note or note) if outcome.status is Status.PASS else outcome.reason
         print(f"{outcome.status.value:<8} {name}{'  (' + detail + ')' if detail else ''}", flush=True)
         for problem in outcome.problems[:SHOWN_MISMATCHES]:
             print(f"      - {problem}", flush=True)
@@ -180,10 +184,10 @@ def _check(src: Path, root: Path, args: argparse.Namespace, children: Children) 
     report = Report()
     outcome, imported = surface(src, root, children)
     report.add("surface", outcome, "slime's functions and classes are where ShopSim calls them")
-    loops = ("", " ASYNC=1") if args.asynchronous else ("",)
-    names = [f"SELECTION={s} WAVES={w}{loop}: {check}" for loop in loops for s, w in CONFIGURATIONS for check in CHECKS]
-    figures: dict[str, dict[str, float]] = {}
     settings = LoopSettings.full_size() if args.full_size else LoopSettings()
+    names = [f"SELECTION={s} WAVES={w}{loop.suffix}: {check}" for loop in _loops(settings, args.loop)
+             for s, w in CONFIGURATIONS for check in CHECKS]
+    figures: dict[str, dict[str, float]] = {}
     if not imported:
         for name in [*names, LAUNCH_CHECK, EPISODES_CHECK]:
             report.add(name, Outcome.not_run("slime does not import (see surface)"))
@@ -209,16 +213,15 @@ def _check(src: Path, root: Path, args: argparse.Namespace, children: Children) 
     return 0 if report.holds else EXIT_FAILED
 
 
-def _loop(src: Path, root: Path, args: argparse.Namespace, children: Children, settings: Any,
+def _loop(src: Path, root: Path, args: argparse.Namespace, children: Children, settings: LoopSettings,
           report: Report) -> dict[str, dict[str, float]]:
     """The configurations' legs, ``--jobs`` at once; on a signal, the legs are killed before the threads are joined."""
     prepare(root / "loop", settings)  # once, before the configurations run in threads
     figures: dict[str, dict[str, float]] = {}
     pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        loops = (settings, settings.asynchronous()) if args.asynchronous else (settings,)
         futures = [pool.submit(run_configuration, src, root / "loop", *config, loop, children=children)
-                   for loop in loops for config in CONFIGURATIONS]
+                   for loop in _loops(settings, args.loop) for config in CONFIGURATIONS]
         for future in futures:
             result = future.result()
             figures[result.name] = result.figures
@@ -230,6 +233,11 @@ def _loop(src: Path, root: Path, args: argparse.Namespace, children: Children, s
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return figures
+
+
+def _loops(settings: LoopSettings, loop: str) -> tuple[LoopSettings, ...]:
+    """The settings of each loop ``--loop`` runs: ``train.py``'s, then ``train_async.py``'s."""
+    return {"both": (settings, settings.asynchronous()), "train": (settings,), "async": (settings.asynchronous(),)}[loop]
 
 
 def _launch(src: Path, root: Path, children: Children) -> Outcome:

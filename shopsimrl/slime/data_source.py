@@ -27,7 +27,9 @@ over the adaptive waves' horizon (``horizon_for_waves``), as the main job does w
 ``--waves adaptive``.  The prompt file is ``--prompt-data`` (JSONL, ``--input-key`` /
 ``--metadata-key``, as ``shopsimrl data export`` writes it).
 The selector's state is saved next to slime's checkpoint as
-``<save>/rollout/shopsim_selector_<rollout_id>.json`` (atomically).
+``<save>/rollout/shopsim_selector_<rollout_id>.json`` (atomically), as of the end of rollout
+``rollout_id`` (:class:`StateAtRolloutEnd`): slime's ``train_async.py`` calls ``save(k)`` after
+it started rollout k+1, which has drawn its prompts by then.
 """
 
 from __future__ import annotations
@@ -54,6 +56,45 @@ log = logging.getLogger(__name__)
 
 def state_path(directory: str | Path, rollout_id: int) -> Path:
     return Path(directory) / "rollout" / f"shopsim_selector_{rollout_id}.json"
+
+
+#: Rollouts whose end-of-rollout state is kept: ``save(k)`` comes before rollout k+2 starts in both of slime's loops.
+KEPT_ROLLOUT_STATES = 2
+
+
+class StateAtRolloutEnd:
+    """A data source's state as of the end of each rollout, for ``save(rollout_id)`` under ``train_async.py``.
+
+    slime's ``train_async.py`` starts rollout k+1 before step k trains and saves the data source
+    (``save(k)``) after step k trained: by then rollout k+1 has drawn its prompts (with real Ray too: the
+    rollout manager is one actor, so ``save(k)`` runs after ``generate(k+1)``).  A resume from checkpoint k
+    loads that state and starts at rollout k+1, which would draw rollout k+2's prompts: one step of prompts
+    never trained.  So the log hook, which slime calls at the end of every rollout with its id
+    (``enrich_rollout_metrics``), marks the rollout ended (:meth:`ended`); the next draw first keeps the state
+    as it is then (:meth:`before_draw`), which is the state as of the end of that rollout; ``save(k)`` writes
+    it when there is one (:meth:`state_for_save`).  Under ``train.py`` ``save(k)`` comes before rollout k+1
+    draws: no state is kept for k, and the current one is saved, as before.
+    """
+
+    def __init__(self) -> None:
+        self._ended: int | None = None
+        self._states: dict[int, Any] = {}
+
+    def ended(self, rollout_id: int) -> None:
+        self._ended = int(rollout_id)
+
+    def before_draw(self, state: Any) -> None:
+        """Called with the current state before a draw: kept if a rollout ended since the last draw."""
+        if self._ended is None:
+            return
+        self._states[self._ended] = state()
+        self._ended = None
+        for old in sorted(self._states)[:-KEPT_ROLLOUT_STATES]:
+            del self._states[old]
+
+    def state_for_save(self, rollout_id: int) -> Any | None:
+        """The state as of the end of ``rollout_id`` if the next rollout has drawn since, else None (the current)."""
+        return self._states.get(int(rollout_id))
 
 
 def _sample_class() -> Any:
@@ -128,6 +169,7 @@ class SelectorDataSource:
         self.metadata: dict[str, Any] = {}
         self.last_metrics: dict[str, float] = {}
         self.concentrated: str | None = None  # the first step's line saying the run concentrates (logged once)
+        self.at_rollout_end = StateAtRolloutEnd()
 
     # -- slime's DataSource interface ---------------------------------------------------------
     def get_samples(self, num_samples: int) -> list[list[Any]]:
@@ -136,6 +178,7 @@ class SelectorDataSource:
         wanted = num_samples - len(groups)
         if wanted <= 0:
             return groups
+        self.at_rollout_end.before_draw(self._state)
         cls = self._sample_cls or _sample_class()
         for task_id in self.selector.next_prompts(wanted):
             prototype = cls(prompt=task_id, metadata=dict(self._metadata[str(task_id)]))
@@ -159,15 +202,25 @@ class SelectorDataSource:
                 raise ValueError(f"add_samples takes groups of n_samples_per_prompt={self.n} samples")
             self.buffer.append(group)
 
-    def save(self, rollout_id: int) -> None:
-        save = getattr(self.args, "save", None)
-        if not save:
-            return
-        atomic_write_json(state_path(save, rollout_id), {
+    def _state(self) -> dict[str, Any]:
+        """What :meth:`save` writes: a copy, unchanged by later draws and records."""
+        return json.loads(json.dumps({
             "selector": self.selector.state_dict(),
             "sample_group_index": self.sample_group_index,
             "sample_index": self.sample_index,
-        }, indent=None)
+        }))
+
+    def rollout_ended(self, rollout_id: int) -> None:
+        """Told by the log hook at the end of every rollout (see :class:`StateAtRolloutEnd`)."""
+        self.at_rollout_end.ended(rollout_id)
+
+    def save(self, rollout_id: int) -> None:
+        """The state as of the end of rollout ``rollout_id``, even when the next rollout has drawn since."""
+        save = getattr(self.args, "save", None)
+        if not save:
+            return
+        state = self.at_rollout_end.state_for_save(rollout_id) or self._state()
+        atomic_write_json(state_path(save, rollout_id), state, indent=None)
 
     def load(self, rollout_id: int | None = None) -> None:
         load = getattr(self.args, "load", None)
@@ -226,3 +279,45 @@ class SelectorDataSource:
             if self.concentrated:
                 log.warning("ShopSim prompt selection (%s): %s", self.selector.strategy, self.concentrated)
         return metrics
+
+
+#: The attributes slime's own ``RolloutDataSource.save`` writes (``slime/rollout/data_source.py``).
+SLIME_STATE_FIELDS = ("sample_offset", "epoch_id", "sample_group_index", "sample_index", "metadata")
+
+
+def slime_order_data_source(args: Any) -> Any:
+    """slime's own data source (``RolloutDataSourceWithBuffer``: its prompt order, its files), saving its state as of
+    the end of each rollout (:class:`StateAtRolloutEnd`): what ``ASYNC=1`` runs where ``train.py`` runs slime's
+    own (``SELECTION=seed WAVES=fixed``).  slime builds it as ``cls(args)``; a function builds the subclass, so
+    that slime is imported only when slime runs us."""
+    # slime's own class: imported only when slime builds its data source
+    from slime.rollout.data_source import RolloutDataSourceWithBuffer
+
+    class SlimeOrderAtRolloutEnd(RolloutDataSourceWithBuffer):  # type: ignore[misc, valid-type]
+        def __init__(self, args: Any) -> None:
+            super().__init__(args)
+            self.at_rollout_end = StateAtRolloutEnd()
+
+        def _state(self) -> dict[str, Any]:
+            return copy.deepcopy({name: getattr(self, name) for name in SLIME_STATE_FIELDS})
+
+        def rollout_ended(self, rollout_id: int) -> None:
+            self.at_rollout_end.ended(rollout_id)
+
+        def get_samples(self, num_samples: int) -> list[list[Any]]:
+            self.at_rollout_end.before_draw(self._state)
+            return super().get_samples(num_samples)
+
+        def save(self, rollout_id: int) -> None:
+            """slime's own save, of the state as of the end of rollout ``rollout_id``."""
+            kept = self.at_rollout_end.state_for_save(rollout_id)
+            if kept is None:
+                return super().save(rollout_id)
+            current = self._state()
+            vars(self).update(kept)
+            try:
+                super().save(rollout_id)
+            finally:
+                vars(self).update(current)
+
+    return SlimeOrderAtRolloutEnd(args)

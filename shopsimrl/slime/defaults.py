@@ -9,6 +9,9 @@ DEFAULT_PROMPT_DATA = "data/shopsim_train.jsonl"
 DEFAULT_TRACE_DIR = "shopsim_traces"
 #: slime's ``--data-source-path`` for prompt selection (``SELECTION=informative``).
 DATA_SOURCE_PATH = "shopsimrl.slime.data_source.SelectorDataSource"
+#: slime's ``--data-source-path`` under ``ASYNC=1`` where ``train.py`` runs slime's own (``SELECTION=seed WAVES=fixed``):
+#: slime's own data source, saving its state as of the end of each rollout (``train_async.py`` saves after the next drew).
+SLIME_ORDER_DATA_SOURCE_PATH = "shopsimrl.slime.data_source.slime_order_data_source"
 #: slime's ``--rollout-function-path`` for adaptive waves (``WAVES=adaptive``).
 ROLLOUT_FUNCTION_PATH = "shopsimrl.slime.rollout_fn.generate_rollout"
 #: The hooks slime loads by dotted path on every run, by slime flag: the one place their paths are written.

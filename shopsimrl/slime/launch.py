@@ -25,7 +25,7 @@ from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.modes import WaveMode, is_faithful
 from shopsimrl.slime.data import CATEGORY_KEY
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH
+from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.slime.launch_knobs import LaunchError, TrainKnobs, _parse, main, shell_defaults
 
 #: the names callers import from here (the knobs' own live in :mod:`shopsimrl.slime.launch_knobs`)
@@ -113,6 +113,8 @@ class TrainConfig(TrainKnobs):
             args += [flag, path]
         if self._selector_data_source:  # docs/efficient-sampling.md
             args += ["--data-source-path", DATA_SOURCE_PATH]
+        elif self.async_loop:  # slime's own order, its state saved as of each rollout's end (docs/slime.md)
+            args += ["--data-source-path", SLIME_ORDER_DATA_SOURCE_PATH]
         if WaveMode.parse(self.waves) is WaveMode.ADAPTIVE:
             args += ["--rollout-function-path", ROLLOUT_FUNCTION_PATH]
         args += ["--custom-config-path", str(self.custom_config_path)]

@@ -42,6 +42,10 @@ def record_generated_rollout_groups(args: Any, all_samples: Sequence[Sequence[An
     # slime's own generate_rollout passes the data source's bound ``get_samples`` here, its custom rollout
     # functions (ours included) the data source itself: either way, the data source is found
     source = getattr(data_source, "__self__", data_source)
+    if hasattr(source, "rollout_ended"):  # ours: told by the log hook when the rollout ends (data_source.py)
+        state = hook_state()
+        with state.lock:
+            state.rollout_source = source
     record_groups = getattr(source, "record_groups", None)  # our SelectorDataSource (--data-source-path)
     if record_groups is not None:
         metrics = record_groups(args, all_samples)
@@ -58,7 +62,21 @@ def enrich_rollout_metrics(
     rollout_extra_metrics: dict[str, Any] | None,
     rollout_time: float,
 ) -> bool:
-    """Add the docs/dynamic-sampling.md §7 keys to slime's metric dict; return False so slime still logs it."""
+    """Add the docs/dynamic-sampling.md §7 keys to slime's metric dict; return False so slime still logs it.
+
+    Last, it tells our data source that rollout ``rollout_id`` ended: its state as of now is what ``save(rollout_id)``
+    writes, even once the next rollout has drawn (``train_async.py``; ``StateAtRolloutEnd`` in data_source.py)."""
+    try:
+        return _enrich(rollout_id, args, samples, rollout_extra_metrics)
+    finally:
+        state = hook_state()
+        with state.lock:
+            source, state.rollout_source = state.rollout_source, None
+        if source is not None:
+            source.rollout_ended(rollout_id)
+
+
+def _enrich(rollout_id: int, args: Any, samples: Sequence[Any], rollout_extra_metrics: dict[str, Any] | None) -> bool:
     if rollout_extra_metrics is None:
         log.warning("rollout %s: slime passed no metric dict; the ShopSim metrics of this step are not logged", rollout_id)
         return False

@@ -8,7 +8,8 @@ hook module's process:
 - the consecutive-failure streak (docs/dynamic-sampling.md §2.1), which spans filter calls and steps, and
   who feeds it: the filter hook on slime's own loop, the rollout step under our rollout function;
 - the completed groups of the current step, handed from
-  ``--rollout-all-samples-process-path`` to ``--custom-rollout-log-function-path``;
+  ``--rollout-all-samples-process-path`` to ``--custom-rollout-log-function-path``, and the data
+  source that log hook tells the rollout ended (its saved state, under ``train_async.py``);
 - caches that are expensive to rebuild per call (the tokenizer, slime's filter class);
 - per event loop: one env client and one SGLang HTTP client for all episodes, the gate
   that keeps the episodes running at once within the env server's slots (slime runs far
@@ -65,6 +66,7 @@ class SlimeHookState:
     completed_groups: list[GroupOutcome] | None = None  # set by the all-samples hook, taken by the log hook
     selector_metrics: dict[str, float] | None = None  # from the selector data source, taken by the log hook
     selector_source: Any = None  # the selector data source, told the trained prompts by the log hook (concentration)
+    rollout_source: Any = None  # our data source of this rollout, told by the log hook that it ended (saved state)
     tokenizers: dict[str, Any] = field(default_factory=dict)  # hf_checkpoint -> tokenizer
     filter_output_cls: type | None = None
     env_client_factory: EnvClientFactory | None = None  # None: HttpEnvClient(args.shopsim_env_url)

@@ -31,7 +31,7 @@ from shopsimrl.slime.harness.outcome import Status
 
 #: one verdict per line: status, then the check's name (see shopsimrl.slime.check.Report)
 STATUSES = ("PASS", "FAIL", "NOT RUN", "N/A")
-ALL_CHECKS = 1 + len(CONFIGURATIONS) * len(CHECKS) + 2  # surface, each configuration's checks, launch, episodes
+ALL_CHECKS = 1 + 2 * len(CONFIGURATIONS) * len(CHECKS) + 2  # surface, each configuration's in both loops, launch, episodes
 
 
 def test_a_path_that_is_not_slime_is_refused(tmp_path, capsys):

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH
+from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 
 LOAD = """
 import json, sys
@@ -38,11 +38,12 @@ HOMES = {
     HOOKS["--eval-function-path"]: "shopsimrl.slime.evaluation.eval_rollout",
     DATA_SOURCE_PATH: "shopsimrl.slime.data_source.SelectorDataSource",
     ROLLOUT_FUNCTION_PATH: "shopsimrl.slime.rollout_fn.generate_rollout",
+    SLIME_ORDER_DATA_SOURCE_PATH: "shopsimrl.slime.data_source.slime_order_data_source",
 }
 
 
 def test_slimes_loader_loads_every_hook_path_as_its_implementation(slime_src, tmp_path):
-    paths = [*HOOKS.values(), DATA_SOURCE_PATH, ROLLOUT_FUNCTION_PATH]
+    paths = [*HOOKS.values(), DATA_SOURCE_PATH, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH]
     assert set(paths) == set(HOMES)
     out = subprocess.run([sys.executable, "-c", LOAD, str(slime_src), str(tmp_path), json.dumps(paths)],
                          capture_output=True, text=True, timeout=300)

@@ -4,7 +4,8 @@ in one line and before anything starts, what that loop refuses.
 - ``COLOCATE=1``: slime's ``train_async.py`` asserts ``not args.colocate`` (slime 624b824);
 - a slime checkout without ``train_async.py`` (an older slime);
 - otherwise the command it prints (``--dry-run``, ``DRY_RUN=1`` in the scripts) runs ``train_async.py``
-  with the same arguments ``train.py`` gets.
+  with the same arguments ``train.py`` gets, but for slime's own data source (``SELECTION=seed WAVES=fixed``),
+  replaced by its subclass that saves the state as of each rollout's end.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from shopsimrl.cli import main
+from shopsimrl.slime.defaults import SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.slime.launch import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,16 +57,28 @@ def test_async_with_a_slime_that_has_no_async_loop_is_refused_in_one_line(monkey
     assert err.strip().count("\n") == 0 and f"SLIME_DIR={old} does not have" in err
 
 
+@pytest.mark.parametrize("selection", ["seed", "informative"])
 @pytest.mark.parametrize(("asynchronous", "script"), [("1", "train_async.py"), ("0", "train.py")])
 def test_the_printed_command_runs_the_chosen_loop_with_the_same_arguments(monkeypatch, capsys, tmp_path, asynchronous,
-                                                                          script):
+                                                                          script, selection):
+    """The loop changes, the arguments do not; but one: where train.py runs slime's own data source (seed order,
+    fixed waves), train_async.py runs its subclass that saves the state as of each rollout's end."""
     slime = slime_tree(tmp_path / "slime", "train.py", "train_async.py")
-    code, out, _ = dry_run(monkeypatch, capsys, tmp_path, ASYNC=asynchronous, SLIME_DIR=str(slime), **SEPARATE_GPUS)
+    code, out, _ = dry_run(monkeypatch, capsys, tmp_path, ASYNC=asynchronous, SLIME_DIR=str(slime), SELECTION=selection,
+                           **SEPARATE_GPUS)
     assert code == 0
     words = out.split()
     at = words.index(str(slime / script))
-    config = TrainConfig.from_env({"SLIME_DIR": str(slime), "RUN_DIR": str(tmp_path / "run"), **SEPARATE_GPUS})
-    assert words[at + 1:] == config.train_args()  # the loop changes, the arguments do not
+    config = TrainConfig.from_env({"SLIME_DIR": str(slime), "RUN_DIR": str(tmp_path / "run"), "SELECTION": selection,
+                                   **SEPARATE_GPUS})
+    expected = config.train_args()
+    if asynchronous == "1" and selection == "seed":
+        assert "--data-source-path" not in expected
+        assert words[at + 1:].count("--data-source-path") == 1
+        at_flag = words.index("--data-source-path")
+        assert words[at_flag + 1] == SLIME_ORDER_DATA_SOURCE_PATH
+        del words[at_flag:at_flag + 2]
+    assert words[at + 1:] == expected
     assert str(slime / ("train.py" if script == "train_async.py" else "train_async.py")) not in out
 
 

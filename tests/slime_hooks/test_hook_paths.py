@@ -12,7 +12,7 @@ import pytest
 
 from shopsimrl.slime import data_source, evaluation, generate, metrics, rewards, rollout_fn
 from shopsimrl.slime import filter as group_filter
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH
+from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 
 #: slime flag -> (the stable path users hold, the implementation it must be)
 HOMES = {
@@ -55,6 +55,7 @@ def test_each_stable_path_resolves_to_the_implementation(flag):
 def test_the_data_source_and_rollout_function_paths_resolve_to_their_homes():
     assert resolve(DATA_SOURCE_PATH) is data_source.SelectorDataSource
     assert resolve(ROLLOUT_FUNCTION_PATH) is rollout_fn.generate_rollout
+    assert resolve(SLIME_ORDER_DATA_SOURCE_PATH) is data_source.slime_order_data_source  # ASYNC=1, seed, fixed
 
 
 @pytest.mark.parametrize(("stable", "homes"), [

@@ -5,7 +5,9 @@ checks, each an :class:`~.outcome.Outcome`: PASS or FAIL (with the mismatches) o
 evidence, NOT RUN when what it compares is missing (its leg failed, no step was trained),
 N/A where it does not apply:
 
-- ``loop``: the run trained every step, and the crash and resume happened as slime does them;
+- ``loop``: the run trained every step, and the crash and resume happened as slime does them; in
+  ``train_async.py`` legs, every rollout k+1 began drawing before step k trained (else the loop ran is not
+  the asynchronous one);
 - ``batch``: every step trained ``rollout_batch_size`` groups of ``n_samples_per_prompt``;
 - ``distinct``: no prompt handed out twice in a step;
 - ``replay``: the keep/drop decisions equal our own replay (``sampling.recorded.replay_recorded``)
@@ -13,8 +15,11 @@ N/A where it does not apply:
   equal the replay's;
 - ``selector``: our data source has nothing in flight between steps and recorded every
   completed group (configurations with our data source);
+- ``in_flight``: a prompt the data source has in flight in a step is never handed out again in that step
+  (the selector's own in-flight set at each draw; with slime's data source, the step's draws);
 - ``feedback``: the selector's feedback from step k arrives before step k + 2's first pick
-  (what ``train_async.py``, which generates step k + 1 while step k trains, must still give);
+  (what ``train_async.py``, which generates step k + 1 while step k trains, must still give); the PASS
+  says whether it also arrived before step k + 1's;
 - ``metrics``: every documented key reaches the dict slime logs, for rollout and for eval;
 - ``resume``: the resumed run completes the same groups with the same outcomes each step and
   trains the same ones (up to slime's own choice among groups that finished in the same
@@ -42,7 +47,7 @@ from shopsimrl.sampling import metrics as m
 from shopsimrl.sampling.modes import WaveMode
 from shopsimrl.sampling.recorded import Finished, Opened, replay_recorded
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
-from shopsimrl.slime.harness.outcome import Outcome
+from shopsimrl.slime.harness.outcome import Outcome, Status
 from shopsimrl.slime.harness.workspace import EVAL_DATASET
 from shopsimrl.slime.samples import max_consecutive_failed_groups
 
@@ -50,7 +55,7 @@ if TYPE_CHECKING:
     from shopsimrl.slime.harness.loop import LoopSettings
 
 #: The checks of one configuration, in the order they are reported.
-CHECKS = ("loop", "batch", "distinct", "replay", "selector", "feedback", "metrics", "resume")
+CHECKS = ("loop", "batch", "distinct", "replay", "selector", "in_flight", "feedback", "metrics", "resume")
 
 
 def finished(leg: dict[str, Any] | None) -> bool:
@@ -90,6 +95,8 @@ def check_loop(legs: dict[str, dict[str, Any]], settings: LoopSettings) -> Outco
             problems.append(f"the run failed: {(full.get('error') or '').strip()[-1500:]}")
         elif sorted(map(int, full["trained"])) != list(range(settings.steps)):
             problems.append(f"trained steps {sorted(map(int, full['trained']))[:5]}... != 0..{settings.steps - 1}")
+        elif settings.is_async:
+            problems += _not_overlapped(full, settings.steps)
     crash, resume = legs.get("crash"), legs.get("resume")
     if crash is not None:
         if crash.get("status") != 3:
@@ -104,6 +111,20 @@ def check_loop(legs: dict[str, dict[str, Any]], settings: LoopSettings) -> Outco
                 problems.append(f"slime's load resumed at step {steps[:1]}, expected {settings.resume_from} "
                                 f"(one past the checkpoint at {settings.resume_from - 1})")
     return Outcome.of(problems)
+
+
+def _not_overlapped(leg: dict[str, Any], steps: int) -> list[str]:
+    """``train_async.py``: rollout k + 1 draws its first prompts before step k trains (slime's order)."""
+    first_draw: dict[int, int] = {}
+    trained_at: dict[int, int] = {}
+    for position, (kind, step) in enumerate(leg.get("feedback", [])):
+        if kind == "hand":
+            first_draw.setdefault(int(step), position)
+        elif kind == "train":
+            trained_at.setdefault(int(step), position)
+    late = [k for k in range(steps - 1) if first_draw.get(k + 1, len(leg.get("feedback", []))) > trained_at.get(k, -1)]
+    return [f"rollout {late[0] + 1} began after step {late[0]} trained ({len(late)} such steps): not slime's "
+            f"asynchronous order"] if late else []
 
 
 def check_batches(leg: dict[str, Any]) -> Outcome:
@@ -245,7 +266,40 @@ def check_feedback(leg: dict[str, Any]) -> Outcome:
             first_hand.setdefault(step, position)
     problems = [f"step {step}: feedback recorded after step {step + 2} began picking" for step, position in
                 sorted(last_record.items()) if step >= 0 and first_hand.get(step + 2, len(order)) < position]
-    return Outcome.of(problems[:10])
+    unrecorded = sorted(int(step) for step in leg["trained"] if int(step) not in last_record)
+    if unrecorded:  # a trained step's groups completed: no feedback at all is late feedback
+        problems.append(f"{len(unrecorded)} trained step(s) fed the selector nothing, e.g. step {unrecorded[0]}")
+    if problems:
+        return Outcome.of(problems[:10])
+    later = [step for step, position in sorted(last_record.items())
+             if step >= 0 and first_hand.get(step + 1, len(order)) < position]
+    return Outcome(Status.PASS, note="step k's feedback reached step k+1's picks in every step" if not later else
+                   f"step k's feedback reached step k+2's picks; step k+1 picked before it in {len(later)} step(s), "
+                   f"e.g. step {later[0] + 1}")
+
+
+def check_in_flight(leg: dict[str, Any]) -> Outcome:
+    """No prompt in flight in a step is handed out again in that step.
+
+    In ``train_async.py`` rollout k + 1 draws while step k trains: each draw must miss what the data source
+    still has in flight (the selector's own set, read before the draw) and what that step already handed out.
+    """
+    if missing := _missing(leg):
+        return missing
+    draws = [d for d in leg.get("draws", []) if int(d[0]) >= 0]
+    if not draws:
+        return Outcome.not_run("the run recorded no draw from its data source")
+    problems: list[str] = []
+    handed: dict[int, set[str]] = defaultdict(set)
+    for rid, tasks, flying in draws:
+        again = sorted((set(tasks) & set(flying)) | (set(tasks) & handed[rid]) | {t for t in tasks if tasks.count(t) > 1})
+        if again:
+            problems.append(f"step {rid}: {len(again)} prompt(s) in flight handed out again in the step, e.g. {again[0]}")
+        handed[rid].update(tasks)
+        if len(problems) > 10:
+            problems.append("... (further draws not compared)")
+            break
+    return Outcome.of(problems)
 
 
 def documented_rollout_keys(selector: bool) -> set[str]:
@@ -371,6 +425,7 @@ def checks(legs: dict[str, dict[str, Any]], waves: str, settings: LoopSettings, 
         "distinct": check_distinct(full),
         "replay": check_replay(full, waves),
         "selector": check_selector(full),
+        "in_flight": check_in_flight(full),
         "feedback": check_feedback(full),
         "metrics": check_metrics(full),
         "resume": check_resume(legs, settings, base),

@@ -76,7 +76,9 @@ class Recorder:
         self.handed_out: dict[int, list[list[Any]]] = {}  # rollout id -> [[group_index, task], ...] (our data source)
         self.events: dict[int, list[list[Any]]] = {}  # rollout id -> ["hand", gi] / ["filter", batch, gi, verdict], in order
         self.recorded: dict[int, int] = {}  # rollout id -> groups the selector recorded (or released)
-        self.feedback: list[list[Any]] = []  # ["hand", rollout id] / ["record", rollout id], in the order they happened
+        # ["hand", rollout id] / ["record", rollout id] / ["train", rollout id], in the order they happened
+        self.feedback: list[list[Any]] = []
+        self.draws: list[list[Any]] = []  # [rollout id, [task, ...], [task in flight before the draw, ...]] per draw
         self.in_flight_after: dict[int, int] = {}
         self.logged: list[dict[str, Any]] = []
         self.args: dict[str, Any] = {}
@@ -108,6 +110,7 @@ class Recorder:
             "events": {str(k): v for k, v in self.events.items()},
             "recorded": {str(k): v for k, v in self.recorded.items()},
             "feedback": self.feedback,
+            "draws": self.draws,
             "in_flight_after": {str(k): v for k, v in self.in_flight_after.items()},
             "logged": self.logged,
             "episodes": [list(row) for row in EPISODES.rows],
@@ -139,14 +142,30 @@ def _observe(recorder: Recorder) -> None:
     real_get = SelectorDataSource.get_samples
 
     def observed_get(self: Any, num_samples: int) -> Any:
+        flying = sorted(map(str, self.selector.in_flight))  # the selector's own state, before the draw
         groups = real_get(self, num_samples)
         rid = recorder.rollout_id()
         recorder.handed_out.setdefault(rid, []).extend([group[0].group_index, _task(group[0])] for group in groups)
         recorder.events.setdefault(rid, []).extend(["hand", group[0].group_index] for group in groups)
         recorder.feedback.append(["hand", rid])
+        recorder.draws.append([rid, [_task(group[0]) for group in groups], flying])
         return groups
 
     SelectorDataSource.get_samples = observed_get
+
+    # slime's own data source (and ASYNC=1's subclass of it): its draws, for the in-flight check and the loop's order
+    from slime.rollout.data_source import RolloutDataSourceWithBuffer  # on sys.path once the stand-ins are in
+
+    real_slime_get = RolloutDataSourceWithBuffer.get_samples
+
+    def observed_slime_get(self: Any, num_samples: int) -> Any:
+        groups = real_slime_get(self, num_samples)
+        rid = recorder.rollout_id()
+        recorder.feedback.append(["hand", rid])
+        recorder.draws.append([rid, [_task(group[0]) for group in groups], []])
+        return groups
+
+    RolloutDataSourceWithBuffer.get_samples = observed_slime_get
 
     # a completed group is recorded (scored) or released (technical) by the all-samples hook; the prompts it
     # then releases with release_in_flight() were aborted, not completed, and are not counted
@@ -183,6 +202,7 @@ def _observe(recorder: Recorder) -> None:
         order = sorted(range(len(indices)), key=indices.__getitem__)
         recorder.trained[rollout_id] = {"sample_indices": [indices[i] for i in order],
                                         "raw_reward": [rewards[i] for i in order]}
+        recorder.feedback.append(["train", rollout_id])
         manager = _rollout_manager()
         selector = getattr(getattr(manager, "data_source", None), "selector", None)
         if selector is not None:

@@ -61,6 +61,11 @@ class LoopSettings:
         return self.env.get("ASYNC") == "1"
 
     @property
+    def suffix(self) -> str:
+        """What a configuration's name says of its loop (``ConfigurationResult.name``)."""
+        return " ASYNC=1" if self.is_async else ""
+
+    @property
     def resume_from(self) -> int:
         """The last checkpoint before the crash: slime resumes one past it."""
         return (self.crash_at // self.save_interval) * self.save_interval

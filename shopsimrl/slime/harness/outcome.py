@@ -24,6 +24,7 @@ class Outcome:
     status: Status
     problems: tuple[str, ...] = ()  # FAIL: the mismatches found
     reason: str = ""  # NOT RUN / N/A: why
+    note: str = ""  # PASS: what it found beyond the pass (e.g. how early feedback arrived)
 
     @classmethod
     def of(cls, problems: Sequence[str]) -> Outcome:
