@@ -70,6 +70,7 @@ class Regime:
     eval_samples: int
     steps: int = 30
     eval_every: int = 5
+    repeats: int = 1  # runs per (strategy, seed): each repetition is paired with seed/fixed's of the same number
 
 
 REGIMES = (
@@ -247,7 +248,7 @@ def compare_on(run: dict[str, Any], base: dict[str, Any], axis: str) -> dict[str
     return {"at_seed_fixed_evaluations": at_evals, "at_common_last": _diff(run, base, common, axis)}
 
 
-def paired(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+def paired(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """Every strategy against seed/fixed of the same seed: per-seed differences and their medians."""
     base = runs[SEED_FIXED]
     seeds = sorted(base)
@@ -295,7 +296,7 @@ def _diff(run: dict[str, Any], base: dict[str, Any], x: float, axis: str) -> flo
     return None if mine is None or theirs is None else mine - theirs
 
 
-def summary(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
+def summary(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
     out: dict[str, dict[str, float | None]] = {}
     for strategy, by_seed in runs.items():
         keys = dict.fromkeys(k for run in by_seed.values() for k, v in run.items() if isinstance(v, (int, float)))
@@ -346,13 +347,21 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 # -- driver -------------------------------------------------------------------------------------------------------
 
-def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[int, dict[str, Any]]]:
-    root.mkdir(parents=True, exist_ok=True)
-    todo = [(strategy, seed) for seed in regime.seeds for strategy in regime.strategies]
+def run_key(seed: int, repetition: int) -> str:
+    """A run's key among its strategy's runs: the seed, and for a repetition after the first ``<seed>r<k>``.  The
+    runs of a strategy whose prompt picks depend on when groups finish differ between repetitions of one seed."""
+    return str(seed) if repetition == 0 else f"{seed}r{repetition}"
 
-    def one(item: tuple[str, int]) -> tuple[str, int, dict[str, Any]]:
-        strategy, seed = item
-        name = f"{strategy.replace('/', '-')}-{seed}"
+
+def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[str, dict[str, Any]]]:
+    root.mkdir(parents=True, exist_ok=True)
+    todo = [(strategy, seed, k) for k in range(regime.repeats) for seed in regime.seeds
+            for strategy in regime.strategies]
+
+    def one(item: tuple[str, int, int]) -> tuple[str, str, dict[str, Any]]:
+        strategy, seed, repetition = item
+        key = run_key(seed, repetition)
+        name = f"{strategy.replace('/', '-')}-{key}"
         run = root / name
         if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps:
             shutil.rmtree(run, ignore_errors=True)
@@ -363,24 +372,24 @@ def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[int, dic
         print(f"{regime.name} {name}: final {result['final_eval_success']:.3f}, inf/1k "
               f"{result['informative_per_1k_generated_episodes']:.1f}, max trainings "
               f"{result['max_trainings_per_prompt']:g}", flush=True)
-        return strategy, seed, result
+        return strategy, key, result
 
-    runs: dict[str, dict[int, dict[str, Any]]] = {s: {} for s in regime.strategies}
+    runs: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in regime.strategies}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for strategy, seed, result in pool.map(one, todo):
-            runs[strategy][seed] = result
+        for strategy, key, result in pool.map(one, todo):
+            runs[strategy][key] = result
     return runs
 
 
 def main(quick: bool = False, *, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,
          keep: Path | None = None, jobs: int = JOBS, out: str | None = None,
-         strategies: Sequence[str] | None = None) -> dict[str, object]:
+         strategies: Sequence[str] | None = None, repeats: int = 1) -> dict[str, object]:
     regimes = [QUICK] if quick else list(REGIMES)
     if only:
         regimes = [r for r in regimes if r.name in only]
-    if seeds or strategies:
+    if seeds or strategies or repeats != 1:
         regimes = [Regime(r.name, r.products, tuple(strategies or r.strategies), tuple(seeds or r.seeds), r.eval_split,
-                          r.eval_samples, r.steps, r.eval_every) for r in regimes]
+                          r.eval_samples, r.steps, r.eval_every, repeats) for r in regimes]
     results: dict[str, Any] = {
         "machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time": "rollout_wall_s sums rollout/shopsim/step/wall_seconds (measured, noisy on a shared machine); "
@@ -392,6 +401,7 @@ def main(quick: bool = False, *, seeds: Sequence[int] | None = None, only: Seque
             runs = run_regime(regime, base / regime.name, jobs)
             results["regimes"][regime.name] = {
                 "products": regime.products or "default", "steps": regime.steps, "seeds": list(regime.seeds),
+                "repeats": regime.repeats,
                 "eval": {"every": regime.eval_every, "samples_per_task": regime.eval_samples,
                          "split": regime.eval_split},
                 "summary": summary(runs), "paired": paired(runs) if SEED_FIXED in runs else {}, "runs": runs}
@@ -409,8 +419,12 @@ if __name__ == "__main__":
     parser.add_argument("--only", nargs="+", default=None, choices=[r.name for r in REGIMES], help="these regimes")
     parser.add_argument("--strategies", nargs="+", default=None,
                         help="override the strategies (selection/waves[/staged]; tuning), seed/fixed first")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs per strategy and seed, each paired with seed/fixed's of the same number (the runs "
+                        "of a rule whose picks depend on when groups finish differ between repetitions)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here (reused if complete)")
     parser.add_argument("--jobs", type=int, default=JOBS, help="runs at a time")
     parser.add_argument("--out", default=None, help="result file (default benchmarks/results/selection.json)")
     a = parser.parse_args()
-    main(a.quick, seeds=a.seeds, only=a.only, keep=a.keep, jobs=a.jobs, out=a.out, strategies=a.strategies)
+    main(a.quick, seeds=a.seeds, only=a.only, keep=a.keep, jobs=a.jobs, out=a.out, strategies=a.strategies,
+         repeats=a.repeats)
