@@ -57,6 +57,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: not starts_first(item))  # stable: file order kept within each part
 
 
+SUMMARY_LINES = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # noqa: ANN001  (xdist's worker controller, its error)
+    """Under xdist: the lines a worker asked to be said at the end (``workeroutput["summary_lines"]``), once each."""
+    lines = node.config.stash.setdefault(SUMMARY_LINES, [])
+    for line in getattr(node, "workeroutput", {}).get("summary_lines", ()):
+        if line not in lines:
+            lines.append(line)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
+    for line in config.stash.get(SUMMARY_LINES, []):
+        terminalreporter.write_line(line, yellow=True)
+
+
 @pytest.fixture(scope="session")
 def catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One cache per run: under xdist the workers' temporary folders share a parent, where the cache is."""

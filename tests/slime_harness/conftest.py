@@ -42,6 +42,8 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=mine)
         items[:] = [item for item in items if item not in mine]
         config.stash[SKIPPED] = len(mine)
+        if hasattr(config, "workeroutput"):  # an xdist worker: the line is the controller's to print (tests/conftest.py)
+            config.workeroutput["summary_lines"] = [f"SKIPPED {len(mine)} slime harness tests: {SKIP_REASON}"]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
