@@ -40,7 +40,11 @@ def usable_cpus() -> int:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: a worker per usable CPU, and none on one CPU (the tests then run in this process)."""
+    """``-n auto``: a worker per usable CPU, and none on one CPU (the tests then run in this process);
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (xdist's own variable) still sets the number."""
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
+    if chosen.isdigit():
+        return int(chosen)
     cpus = usable_cpus()
     return cpus if cpus > 1 else 0
 
