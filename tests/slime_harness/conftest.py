@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,6 +70,7 @@ def slime_src() -> Path:
 def children_tmpdir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The children's ``TMPDIR``, made before this folder's first fixture (set from here on by the hooks below)."""
     folder = request.config.stash[CHILDREN_TMPDIR] = tmp_path_factory.mktemp("children-tmp")
+    tempfile.gettempdir()  # this process keeps its own (Python reads TMPDIR once, at the first use)
     os.environ["TMPDIR"] = str(folder)  # restored when this phase ends
     return folder
 
