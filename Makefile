@@ -21,10 +21,11 @@ demo: $(STAMP)
 
 ## make test: ruff (lint and import order, rules in pyproject.toml), then the whole test suite but the fault matrix
 ## (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too;
-## the slime harness (tests/slime_harness) runs when SLIME_SRC names a slime checkout, else one line says it did not
+## the slime harness (tests/slime_harness) runs when SLIME_SRC names a slime checkout, else one line says it did not;
+## on every usable CPU (pytest-xdist: a worker per CPU, each test file on one worker; one CPU: in this process)
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q --ignore=tests/faults
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --ignore=tests/faults
 
 ## make slime-check: does this release fit the slime checkout at SLIME_SRC? slime's real train loop, rollout and
 ## abort with our hooks, on a CPU (torch, Ray, Megatron and SGLang's servers stood in for); a verdict per check

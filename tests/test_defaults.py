@@ -9,6 +9,7 @@ anywhere in the package fails here.  The scripts cannot import Python: they must
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import Counter
 from pathlib import Path
@@ -46,6 +47,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
+@functools.cache  # the package is read once for all the values below (read-only: the tests only look it up)
 def written_literals() -> Counter[tuple[object, str]]:
     """(value, file) for every literal in DEFINED_ONCE, and every string naming port 5700 (docstrings aside)."""
     found: Counter[tuple[object, str]] = Counter()

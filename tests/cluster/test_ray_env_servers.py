@@ -23,6 +23,8 @@ ray = pytest.importorskip("ray", reason="the Ray helper needs the optional extra
 from shopsimrl.env.pool import EnvPool  # noqa: E402
 from shopsimrl.env.ray_servers import start_ray_env_servers  # noqa: E402
 
+pytestmark = pytest.mark.slow  # two local Ray instances: with -n this file starts first
+
 
 def _answers(url: str) -> bool:
     try:

@@ -24,6 +24,7 @@ from local_processes import alive, free_ports
 from shopsimrl.env.processes import stop_process
 
 CATALOG = ["--products", str(SMALL_PRODUCTS), "--seed", str(SMALL_SEED)]
+pytestmark = pytest.mark.slow  # real server processes, a minute of them: with -n this file starts first
 
 
 def wait_gone(pids: list[int], timeout: float = 20.0) -> None:

@@ -88,7 +88,7 @@ def test_success_by_task_reads_one_mode_and_skips_unscored_episodes():
     assert success_by_task({"episodes": episodes}, "greedy") == {"a": 1.0}
 
 
-def test_saved_parameters_evaluate_as_the_run_did(cli_cache):
+def test_saved_parameters_evaluate_as_the_run_did(cli_cache, tmp_path):
     """evaluate_parameters plays the run's eval episodes (same seeds): the untrained parameters give the success
     the run logged before training."""
     import asyncio
@@ -101,7 +101,7 @@ def test_saved_parameters_evaluate_as_the_run_did(cli_cache):
     from shopsimrl.learn.params import LAYOUT
     from tests.learn.conftest import CATALOG_SEED, PRODUCTS
 
-    out = cli_cache / "runs"
+    out = tmp_path / "runs"  # not in the catalog cache, which every worker of the run shares
     assert main(["rollout", "--learner", "grpo", "--eval-every", "1", "--eval-samples", "2", "--eval-split",
                  "val+test", "--steps", "1", "--products", str(PRODUCTS), "--seed", "5", "--out", str(out),
                  "--name", "r", "--no-timeline", "--view", "plain", "--episode-concurrency", "1"]) == 0
