@@ -89,6 +89,15 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+def child_env(folder: Path) -> dict[str, str]:
+    """The environment of a slime child run in ``folder``: ours, unbuffered, and its temporary files in
+    ``folder/tmp``.  slime imports wandb, which makes two temporary folders a process and removes them at exit;
+    the children end with ``os._exit``, so without this each child would leave them in the system's /tmp."""
+    tmp = folder / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)}
+
+
 def child_result(out: Path, log: Path, ended: Finished, timeout: float) -> dict[str, Any]:
     """What a child wrote to ``out``, or why it wrote nothing (``status`` None)."""
     tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""

@@ -37,7 +37,7 @@ from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 from shopsimrl.io import atomic_write_text
 from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.harness import workspace
-from shopsimrl.slime.harness.children import Children, child_result, die_with_parent
+from shopsimrl.slime.harness.children import Children, child_env, child_result, die_with_parent
 from shopsimrl.slime.harness.leg import launcher_argv
 from shopsimrl.slime.launch import TrainConfig
 
@@ -225,7 +225,7 @@ def run_episodes(slime_src: Path, root: Path, env_slots: int = 4, abort_groups: 
         out = root / "episodes.json"
         out.unlink(missing_ok=True)
         ended = children.run([sys.executable, "-m", "shopsimrl.slime.harness.episodes", str(root / "spec.json")],
-                             root / "episodes.log")
+                             root / "episodes.log", env=child_env(root))
         result = child_result(out, root / "episodes.log", ended, children.timeout)
         if result.get("status") is None:
             return {"status": 1, "problems": [result["error"][-1500:]]}

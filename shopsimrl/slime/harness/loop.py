@@ -12,7 +12,6 @@ result is reported with its reason.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from shopsimrl.sampling.modes import STRATEGIES, WAVE_MODES
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 from shopsimrl.slime.harness import workspace
 from shopsimrl.slime.harness.checks import checks, finished, trained_groups
-from shopsimrl.slime.harness.children import Children, child_result
+from shopsimrl.slime.harness.children import Children, child_env, child_result
 from shopsimrl.slime.harness.outcome import Outcome
 
 SELECTIONS = STRATEGIES
@@ -119,7 +118,7 @@ def run_leg(slime_src: Path, directory: Path, env: dict[str, str], extra: list[s
     (directory / "spec.json").write_text(json.dumps(spec))
     children = children or Children()
     ended = children.run([sys.executable, "-m", "shopsimrl.slime.harness.leg", str(directory / "spec.json")],
-                         directory / "leg.log", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                         directory / "leg.log", env=child_env(directory))
     return child_result(out, directory / "leg.log", ended, children.timeout)
 
 
