@@ -25,7 +25,7 @@ Every key maps back to ``click[value]``: the admitted replies are exactly the pa
 one reply per action (docs/real-model.md).
 
 ``constrained-words`` is the same with a narrower query: 1 to :data:`CONSTRAINED_QUERY_MAX_WORDS` words,
-each a word of the task's instruction. A 135M model's free queries are mostly not words of the shop
+each a word of the task's instruction that the shop's search reads (not a stop word). A 135M model's free queries are mostly not words of the shop
 ("search", digits, the prompt's own placeholders), so its searches find nothing; drawn from the
 instruction, a query usually finds products of the task's kind (docs/real-model.md).
 
@@ -49,6 +49,7 @@ from shopsimrl.agent.messages import default_system_prompt
 from shopsimrl.agent.policy import PolicyTurn, ToolCall
 from shopsimrl.env.pages import BACK, ITEM, NEXT, PREV, RESULTS, click_tool, option_clickable, search_tool
 from shopsimrl.env.types import Observation
+from shopsimrl.env.vocab import STOP_WORDS
 
 TOOLS_FORMAT: Final = "tools"
 CONSTRAINED_FORMAT: Final = "constrained"
@@ -85,8 +86,14 @@ def check_action_format(value: str) -> str:
 
 
 def instruction_words(instruction: str) -> list[str]:
-    """The distinct words of an instruction (lower case letters and digits), in order of appearance."""
-    return list(dict.fromkeys(_WORD.findall(instruction.lower())))
+    """The distinct words of an instruction the shop's search reads (lower case letters and digits, not one of the
+    env's stop words, which its search drops), in order of appearance.
+
+    A query of stop words alone ("in", "please", "get": SmolLM2 drew them) finds nothing, and the results page
+    then offers only ``back to search``.
+    """
+    words = [word for word in _WORD.findall(instruction.lower()) if word not in STOP_WORDS]
+    return list(dict.fromkeys(words))
 
 
 def words_query_pattern(words: Sequence[str]) -> str:
