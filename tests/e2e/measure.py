@@ -48,7 +48,9 @@ def _delta(after: dict[str, float], before: dict[str, float], name: str) -> floa
 
 
 def report(run: Path, before: dict[str, float], after: dict[str, float], wall: float, server: LlamaServer) -> dict[str, Any]:
-    traces = [json.loads(p.read_text()) for p in sorted(run.glob("step-*/traces/*.json"))]
+    every = [json.loads(p.read_text()) for p in sorted(run.glob("step-*/traces/*.json"))]
+    # an episode the step cancelled once its batch was full (its group no longer needed) has no outcome
+    traces = [t for t in every if not t.get("cancelled")]
     steps = [s for t in traces for s in t["steps"]]
     step_walls = []
     technical = 0.0
@@ -63,6 +65,7 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
     return {
         "machine": f"{os.cpu_count()} cores, llama-server -t {server.threads}, {time.strftime('%Y-%m-%d')}",
         "episodes": len(traces),
+        "cancelled_episodes": len(every) - len(traces),
         "scored": sum(1 for t in traces if t["scored"]),
         "technical_groups": int(technical),
         "turns": len(steps),
@@ -100,6 +103,8 @@ def cache_share_bound(run: Path) -> float | None:
     total = new = 0
     firsts: dict[str, list[int]] = collections.defaultdict(list)
     for path in sorted(run.glob("step-*/traces/g*-s*.json")):
+        if json.loads(path.read_text()).get("cancelled"):
+            continue
         outputs = [s["output"] for s in json.loads(path.read_text())["steps"] if isinstance(s["output"].get("prompt_tokens"), int)]
         prompts = [o["prompt_tokens"] for o in outputs]
         if prompts:
