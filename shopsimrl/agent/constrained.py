@@ -14,20 +14,20 @@ current page's actions, built from what the env says the page accepts (:func:`pa
   value already selected is left out: the env refuses it as ``already_selected``), ``link`` for
   ``back to search`` / ``< prev`` / ``next >``, ``value`` for any other (``buy now``).
 
-The key names the kind of thing clicked. With one ``value`` key for every clickable, SmolLM2-135M copies
-the page's "value one of: 'back to search', ..." and clicks ``back to search`` on nearly every results
-page (a product id drew 3-5 % of the first value token's mass); with ``product_id`` the page's own
-"a product id from the list" is what it copies (about 80 % of the results page's mass on a product).
-Likewise, with one key for every option it re-chose the option it had just chosen (``size=0.5oz``,
-``size=1.7oz``, ...) until its turns ran out; once a chosen option is a ``change``, it picks the next
-missing option and then ``buy now``.
-Every key maps back to ``click[value]``: the admitted replies are exactly the page's valid actions,
-one reply per action (docs/real-model.md).
+The key names the kind of thing clicked. With one ``value`` key for every clickable, SmolLM2-135M copied
+the page's "value one of: 'back to search', ..." and clicked ``back to search`` on nearly every results
+page (16 of 16 draws of one page); with ``product_id`` it copies the page's own "a product id from the
+list" (15 of 16 opened a product). Likewise, with one key for every option it re-chose the option it had
+just chosen (``size=0.5oz``, ``size=1.7oz``, ...) until its turns ran out; once a chosen option is a
+``change``, it mostly picks the missing option and then ``buy now``. Every key maps back to
+``click[value]``: the admitted replies are exactly the page's valid actions, one reply per action
+(docs/real-model.md).
 
 ``constrained-words`` is the same with a narrower query: 1 to :data:`CONSTRAINED_QUERY_MAX_WORDS` words,
-each a word of the task's instruction that the shop's search reads (not a stop word). A 135M model's free queries are mostly not words of the shop
-("search", digits, the prompt's own placeholders), so its searches find nothing; drawn from the
-instruction, a query usually finds products of the task's kind (docs/real-model.md).
+each a word of the task's instruction that the shop's search reads (not one of its stop words). A 135M
+model's free queries are mostly not words of the shop ("search", digits, the prompt's own placeholders),
+so its searches find nothing; drawn from the instruction, a query usually finds products of the task's
+kind (docs/real-model.md).
 
 The reply's JSON is the action (:func:`turn_from_reply`): it becomes the one tool call of the turn
 and goes through the same protocol check as a tool call. A reply that still does not parse (the
@@ -65,8 +65,9 @@ CONSTRAINED_QUERY_PATTERN: Final = f"^[A-Za-z0-9][A-Za-z0-9 ,.'-]{{0,{CONSTRAINE
 # constrained-words: a query of 1 to this many words, each a word of the task's instruction
 CONSTRAINED_QUERY_MAX_WORDS: Final = 6
 _WORD = re.compile(r"[a-z0-9]+")
-# The argument key of a click, by the kind of clickable: a results page's product, a product page's option,
-# a navigation link, or any other value (buy now). Each maps back to click[value] (:func:`turn_from_reply`).
+# The argument key of a click, by the kind of clickable: a results page's product, a product page's option (one
+# not chosen yet, or a change of one chosen), a navigation link, or any other value (buy now). Each maps back to
+# click[value] (:func:`turn_from_reply`).
 PRODUCT_KEY: Final = "product_id"
 OPTION_KEY: Final = "option"
 CHANGE_KEY: Final = "change"  # an option of an axis already chosen: changes the choice
