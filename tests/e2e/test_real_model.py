@@ -94,7 +94,7 @@ def test_a_constrained_rollout_step_reaches_purchases_and_the_filter_keeps_one_g
 
     Whether a group has reward spread is the model's luck: a purchase scores above 0 only with the right kind of
     product, one of the goal's attributes, one of its option values and the budget, and SmolLM2-135M rarely gets
-    all four (docs/real-model.md: about 3 % of its episodes). So the filter's rule is asserted both ways: a group with
+    all four (docs/real-model.md: about 5 % of its episodes). So the filter's rule is asserted both ways: a group with
     spread is accepted and trained alone; without one, the zero-spread groups are dropped while more are in flight
     and the last is kept by fallback. The report carries the env-action share, the purchases, the reward
     distribution, each group's rewards, spread and decision, and the informative groups kept for the trainer.
