@@ -8,12 +8,26 @@ current page's actions, built from what the env says the page accepts (:func:`pa
 
 - ``{"name": "search", "arguments": {"query": "<words>"}}`` where the page has a search box (a free
   query of words, at most :data:`CONSTRAINED_QUERY_MAX_CHARS` characters);
-- ``{"name": "click", "arguments": {"value": <one of the page's clickables>}}`` otherwise (an enum).
+- ``{"name": "click", "arguments": {<kind>: <one of the page's clickables of that kind>}}`` otherwise (an
+  enum per kind, :data:`CLICK_KEYS`): ``product_id`` for a results page's products, ``option`` for a product
+  page's values of an option not chosen yet, ``change`` for another value of an option already chosen (the
+  value already selected is left out: the env refuses it as ``already_selected``), ``link`` for
+  ``back to search`` / ``< prev`` / ``next >``, ``value`` for any other (``buy now``).
+
+The key names the kind of thing clicked. With one ``value`` key for every clickable, SmolLM2-135M copied
+the page's "value one of: 'back to search', ..." and clicked ``back to search`` on nearly every results
+page (16 of 16 draws of one page); with ``product_id`` it copies the page's own "a product id from the
+list" (15 of 16 opened a product). Likewise, with one key for every option it re-chose the option it had
+just chosen (``size=0.5oz``, ``size=1.7oz``, ...) until its turns ran out; once a chosen option is a
+``change``, it mostly picks the missing option and then ``buy now``. Every key maps back to
+``click[value]``: the admitted replies are exactly the page's valid actions, one reply per action
+(docs/real-model.md).
 
 ``constrained-words`` is the same with a narrower query: 1 to :data:`CONSTRAINED_QUERY_MAX_WORDS` words,
-each a word of the task's instruction. A 135M model's free queries are mostly not words of the shop
-("search", digits, the prompt's own placeholders), so its searches find nothing; drawn from the
-instruction, a query usually finds products of the task's kind (docs/real-model.md).
+each a word of the task's instruction that the shop's search reads (not one of its stop words). A 135M
+model's free queries are mostly not words of the shop ("search", digits, the prompt's own placeholders),
+so its searches find nothing; drawn from the instruction, a query usually finds products of the task's
+kind (docs/real-model.md).
 
 The reply's JSON is the action (:func:`turn_from_reply`): it becomes the one tool call of the turn
 and goes through the same protocol check as a tool call. A reply that still does not parse (the
@@ -28,13 +42,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from shopsimrl.agent.messages import default_system_prompt
 from shopsimrl.agent.policy import PolicyTurn, ToolCall
-from shopsimrl.env.pages import click_tool, search_tool
+from shopsimrl.env.pages import BACK, ITEM, NEXT, PREV, RESULTS, click_tool, option_clickable, search_tool
 from shopsimrl.env.types import Observation
+from shopsimrl.env.vocab import STOP_WORDS
 
 TOOLS_FORMAT: Final = "tools"
 CONSTRAINED_FORMAT: Final = "constrained"
@@ -50,6 +65,15 @@ CONSTRAINED_QUERY_PATTERN: Final = f"^[A-Za-z0-9][A-Za-z0-9 ,.'-]{{0,{CONSTRAINE
 # constrained-words: a query of 1 to this many words, each a word of the task's instruction
 CONSTRAINED_QUERY_MAX_WORDS: Final = 6
 _WORD = re.compile(r"[a-z0-9]+")
+# The argument key of a click, by the kind of clickable: a results page's product, a product page's option (one
+# not chosen yet, or a change of one chosen), a navigation link, or any other value (buy now). Each maps back to
+# click[value] (:func:`turn_from_reply`).
+PRODUCT_KEY: Final = "product_id"
+OPTION_KEY: Final = "option"
+CHANGE_KEY: Final = "change"  # an option of an axis already chosen: changes the choice
+LINK_KEY: Final = "link"
+VALUE_KEY: Final = "value"
+CLICK_KEYS: Final = (PRODUCT_KEY, OPTION_KEY, CHANGE_KEY, LINK_KEY, VALUE_KEY)
 
 
 class UnknownActionFormat(ValueError):
@@ -63,8 +87,14 @@ def check_action_format(value: str) -> str:
 
 
 def instruction_words(instruction: str) -> list[str]:
-    """The distinct words of an instruction (lower case letters and digits), in order of appearance."""
-    return list(dict.fromkeys(_WORD.findall(instruction.lower())))
+    """The distinct words of an instruction the shop's search reads (lower case letters and digits, not one of the
+    env's stop words, which its search drops), in order of appearance.
+
+    A query of stop words alone ("in", "please", "get": SmolLM2 drew them) finds nothing, and the results page
+    then offers only ``back to search``.
+    """
+    words = [word for word in _WORD.findall(instruction.lower()) if word not in STOP_WORDS]
+    return list(dict.fromkeys(words))
 
 
 def words_query_pattern(words: Sequence[str]) -> str:
@@ -82,14 +112,31 @@ def page_tools(observation: Observation) -> list[dict[str, Any]]:
     state = observation.state
     tools = [search_tool()] if state.get("search_available") else []
     clicks = state.get("clickables")
-    if isinstance(clicks, list) and clicks:
-        tools.append(click_tool([str(value) for value in clicks]))
+    selected = state.get("selected_options")
+    chosen = {option_clickable(str(a), str(v)) for a, v in selected.items()} if isinstance(selected, dict) else set()
+    if isinstance(clicks, list):
+        values = [str(value) for value in clicks if str(value) not in chosen]  # already selected: refused by the env
+        if values:
+            tools.append(click_tool(values))
     return tools
 
 
 def page_action_schema(observation: Observation, query_words: Sequence[str] | None = None) -> dict[str, Any] | None:
     """The schema of the actions valid on this page (see :func:`action_schema`)."""
-    return action_schema(page_tools(observation), query_words)
+    selected = observation.state.get("selected_options")
+    return action_schema(page_tools(observation), query_words, page=observation.state.get("page"),
+                         chosen_axes=[str(axis) for axis in selected] if isinstance(selected, dict) else ())
+
+
+def click_key(value: str, page: object = None, chosen_axes: Collection[str] = ()) -> str:
+    """The argument key a click of ``value`` is written with (:data:`CLICK_KEYS`)."""
+    if value in (BACK, PREV, NEXT):
+        return LINK_KEY
+    if page == RESULTS:
+        return PRODUCT_KEY
+    if page == ITEM and "=" in value:
+        return CHANGE_KEY if value.partition("=")[0] in chosen_axes else OPTION_KEY
+    return VALUE_KEY
 
 
 def schema_for(action_format: str, observation: Observation, instruction: str) -> dict[str, Any] | None:
@@ -99,12 +146,15 @@ def schema_for(action_format: str, observation: Observation, instruction: str) -
     return page_action_schema(observation, instruction_words(instruction) if action_format == WORDS_FORMAT else None)
 
 
-def action_schema(tools: Sequence[Mapping[str, Any]], query_words: Sequence[str] | None = None) -> dict[str, Any] | None:
+def action_schema(tools: Sequence[Mapping[str, Any]], query_words: Sequence[str] | None = None, *,
+                  page: object = None, chosen_axes: Collection[str] = ()) -> dict[str, Any] | None:
     """The JSON schema admitting exactly the actions of a page, from the tools it offers.
 
     One object schema per tool (``name`` a constant, ``arguments`` the tool's parameters with no
-    extra keys; a free string becomes a query of words, :data:`CONSTRAINED_QUERY_PATTERN`), joined with
-    ``anyOf`` when the page offers more than one. ``None`` when the page offers no tool.
+    extra keys; a free string becomes a query of words, :data:`CONSTRAINED_QUERY_PATTERN`); a click
+    with an enum becomes one object schema per kind of clickable (:func:`click_key`), its
+    argument named after the kind. Joined with ``anyOf`` when there is more than one. ``None`` when
+    the page offers no tool.
     """
     variants = []
     for tool in tools:
@@ -112,20 +162,31 @@ def action_schema(tools: Sequence[Mapping[str, Any]], query_words: Sequence[str]
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             continue
         parameters = function.get("parameters") or {}
-        properties = {key: _argument_schema(value, query_words) for key, value in (parameters.get("properties") or {}).items()}
-        variants.append({
-            "type": "object",
-            "properties": {
-                "name": {"const": function["name"]},
-                "arguments": {"type": "object", "properties": properties, "required": list(properties),
-                              "additionalProperties": False},
-            },
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        })
+        arguments = parameters.get("properties") or {}
+        enum = (arguments.get("value") or {}).get("enum") if function["name"] == "click" else None
+        if isinstance(enum, list) and list(arguments) == ["value"]:
+            kinds: dict[str, list[str]] = {}
+            for value in enum:
+                kinds.setdefault(click_key(str(value), page, chosen_axes), []).append(str(value))
+            variants += [_variant("click", {key: {"type": "string", "enum": values}}) for key, values in kinds.items()]
+            continue
+        variants.append(_variant(function["name"], {key: _argument_schema(value, query_words) for key, value in arguments.items()}))
     if not variants:
         return None
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
+
+
+def _variant(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "name": {"const": name},
+            "arguments": {"type": "object", "properties": properties, "required": list(properties),
+                          "additionalProperties": False},
+        },
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
 
 
 def _argument_schema(schema: Any, query_words: Sequence[str] | None) -> dict[str, Any]:
@@ -158,6 +219,8 @@ def turn_from_reply(text: str | None, finish_reason: str, *, prompt_tokens: int 
         return PolicyTurn(text=text, finish_reason=finish_reason,
                           tool_call_error='the reply is not an action of the form {"name": ..., "arguments": {...}}',
                           **counts)
+    if name == "click" and len(arguments) == 1 and next(iter(arguments)) in CLICK_KEYS:
+        arguments = {"value": next(iter(arguments.values()))}  # every kind's key is the click's value
     call = ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False), id=None)
     return PolicyTurn(text=None, tool_calls=(call,), finish_reason=finish_reason, **counts)
 

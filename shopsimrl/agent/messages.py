@@ -26,14 +26,16 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 # With constrained actions (``--action-format constrained``, agent/constrained.py) the reply is the
-# action's JSON itself, no tool call: the prompt says so, and offers no tools.
+# action's JSON itself, no tool call: the prompt says so, with each kind of click's key, and offers no tools.
 CONSTRAINED_SYSTEM_PROMPT = (
     "You are a shopping agent in the ShopSim web shop. Buy the product the user's instruction "
     "describes, with the requested options and within the budget.\n"
     "Reply with one JSON action and nothing else. On the search page, search with words from the "
-    'instruction: {"name": "search", "arguments": {"query": "..."}}. On the other pages, click one of '
-    'the values the page lists: {"name": "click", "arguments": {"value": "..."}}. Open a product by '
-    "clicking its id, choose each option (such as size=large), then click 'buy now'.\n"
+    'instruction: {"name": "search", "arguments": {"query": "..."}}. On a results page, open a product by its '
+    'id: {"name": "click", "arguments": {"product_id": "..."}}. On a product page, choose each option: '
+    '{"name": "click", "arguments": {"option": "size=large"}}, then buy it: '
+    '{"name": "click", "arguments": {"value": "buy now"}}. To leave a page: '
+    '{"name": "click", "arguments": {"link": "back to search"}}.\n'
     "Each message after yours shows the page you are now on."
 )
 

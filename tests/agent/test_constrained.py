@@ -7,6 +7,7 @@ through the real openai client against the scripted server on 127.0.0.1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -21,10 +22,12 @@ from hypothesis import strategies as st
 from shopsimrl.agent import make_policy, run_episode
 from shopsimrl.agent.constrained import (
     ACTION_FORMATS,
+    CLICK_KEYS,
     CONSTRAINED_QUERY_MAX_CHARS,
     UnknownActionFormat,
     action_schema,
     check_action_format,
+    click_key,
     page_action_schema,
     turn_from_reply,
 )
@@ -59,29 +62,63 @@ def test_the_search_page_admits_a_search_with_a_bounded_free_query_only() -> Non
 
 
 @settings(deadline=None, max_examples=50)  # a loaded shared machine: no per-example deadline
-@given(clicks=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8, unique=True), other=st.text(max_size=12))
-def test_a_click_page_admits_exactly_its_clickables(clicks: list[str], other: str) -> None:
-    schema = action_schema([click_tool(clicks)])
+@given(clicks=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8, unique=True), other=st.text(max_size=12),
+       page=st.sampled_from([None, "results", "item"]))
+def test_a_click_page_admits_exactly_its_clickables_each_under_its_kinds_key(clicks: list[str], other: str,
+                                                                            page: str | None) -> None:
+    schema = action_schema([click_tool(clicks)], page=page)
     assert schema is not None
-    for value in clicks:
-        assert admits(schema, {"name": "click", "arguments": {"value": value}})
-    assert admits(schema, {"name": "click", "arguments": {"value": other}}) == (other in clicks)
+    for value in clicks:  # one reply per action: the value under its kind's key, under no other key
+        assert [key for key in CLICK_KEYS if admits(schema, {"name": "click", "arguments": {key: value}})] == [
+            click_key(value, page)]
+    assert admits(schema, {"name": "click", "arguments": {click_key(other, page): other}}) == (other in clicks)
     assert not admits(schema, {"name": "search", "arguments": {"query": clicks[0]}})
+    assert not admits(schema, {"name": "click", "arguments": {}})
+
+
+def test_each_kind_of_clickable_has_its_own_key() -> None:
+    assert [click_key(v, "results") for v in ("back to search", "< prev", "next >", "B0ABC12345")] == [
+        "link", "link", "link", "product_id"]
+    assert [click_key(v, "item") for v in ("back to search", "< prev", "size=9", "buy now")] == [
+        "link", "link", "option", "value"]
+    schema = page_action_schema(observation("results"))
+    assert schema is not None
+    assert [v["properties"]["arguments"]["properties"] for v in schema["anyOf"]] == [
+        {"link": {"type": "string", "enum": ["back to search"]}}, {"product_id": {"type": "string", "enum": ["p1", "p2"]}}]
+    assert admits(schema, {"name": "click", "arguments": {"product_id": "p1"}})
+    assert not admits(schema, {"name": "click", "arguments": {"value": "p1"}})
+    assert not admits(schema, {"name": "click", "arguments": {"product_id": "p1", "link": "back to search"}})
+
+
+def test_an_option_already_selected_is_not_admitted_and_another_value_of_its_axis_is_a_change() -> None:
+    page = observation("item")
+    page = dataclasses.replace(page, state={**page.state, "selected_options": {"size": "9"}})
+    schema = page_action_schema(page)
+    assert schema is not None
+    for key in CLICK_KEYS:  # the env refuses it as already_selected
+        assert not admits(schema, {"name": "click", "arguments": {key: "size=9"}})
+    for key, value in (("change", "size=10"), ("value", "buy now"), ("link", "back to search"), ("link", "< prev")):
+        assert admits(schema, {"name": "click", "arguments": {key: value}}), value
+    assert not admits(schema, {"name": "click", "arguments": {"option": "size=10"}})
+    assert click_key("size=10", "item", ["size"]) == "change" and click_key("color=red", "item", ["size"]) == "option"
 
 
 def test_a_page_with_two_tools_admits_either_and_a_page_without_tools_has_no_schema() -> None:
     schema = action_schema([search_tool(), click_tool(["back to search"])])
     assert schema is not None and len(schema["anyOf"]) == 2
     assert admits(schema, {"name": "search", "arguments": {"query": "boots"}})
-    assert admits(schema, {"name": "click", "arguments": {"value": "back to search"}})
+    assert admits(schema, {"name": "click", "arguments": {"link": "back to search"}})
+    assert not admits(schema, {"name": "click", "arguments": {"link": "p9"}})
     assert not admits(schema, {"name": "click", "arguments": {"value": "p9"}})
     assert action_schema([]) is None
 
 
 def test_the_reply_json_is_the_action() -> None:
-    turn = turn_from_reply('{"name": "click", "arguments": {"value": "size=9"}}', "stop", completion_tokens=12)
+    turn = turn_from_reply('{"name": "click", "arguments": {"option": "size=9"}}', "stop", completion_tokens=12)
     assert parse_turn(turn) == "click[size=9]" and turn.completion_tokens == 12
     assert parse_turn(turn_from_reply(' {"name":"search","arguments":{"query":"red boots"}}\n', "stop")) == "search[red boots]"
+    for key in CLICK_KEYS:  # every kind's key is the click's value
+        assert parse_turn(turn_from_reply(json.dumps({"name": "click", "arguments": {key: "p1"}}), "stop")) == "click[p1]"
 
 
 @pytest.mark.parametrize("text", ['{"name": "click", "arguments": {"value": "p1"', "I will click p1.", "", None])
@@ -91,7 +128,8 @@ def test_a_reply_that_does_not_parse_is_the_models_mistake(text: str | None) -> 
 
 
 def test_a_reply_of_the_wrong_shape_is_the_models_mistake() -> None:
-    for text in ('["click", "p1"]', '{"name": "click", "arguments": "p1"}', '{"action": "click[p1]"}'):
+    for text in ('["click", "p1"]', '{"name": "click", "arguments": "p1"}', '{"action": "click[p1]"}',
+                 '{"name": "click", "arguments": {"product_id": "p1", "link": "back to search"}}'):
         outcome = parse_turn(turn_from_reply(text, "stop"))
         assert isinstance(outcome, ProtocolError) and outcome.code == "invalid_arguments", text
 
@@ -139,15 +177,18 @@ async def play(server: ScriptedServer, env: FakeEnv, **options: Any) -> Any:
 
 
 async def test_each_request_carries_the_schema_of_the_page_and_no_tools(server: ScriptedServer) -> None:
-    server.load(action("search", "query", "red hiking boots"), action("click", "value", "p1"),
-                action("click", "value", "size=9"), action("click", "value", "buy now"))
+    server.load(action("search", "query", "red hiking boots"), action("click", "product_id", "p1"),
+                action("click", "option", "size=9"), action("click", "value", "buy now"))
     result = await play(server, FakeEnv())
     assert result.scored and result.reward == 1.0 and result.turns == 4
     schemas = [r["response_format"]["json_schema"]["schema"] for r in server.requests]
     assert all(r["response_format"]["type"] == "json_schema" for r in server.requests)
     assert schemas[0] == action_schema(observation("search").tools) == page_action_schema(observation("search"))
-    assert schemas[1]["properties"]["arguments"]["properties"]["value"]["enum"] == ["back to search", "p1", "p2"]
-    assert "buy now" in schemas[3]["properties"]["arguments"]["properties"]["value"]["enum"]
+    assert schemas[1] == page_action_schema(observation("results"))
+    assert [v["properties"]["arguments"]["properties"] for v in schemas[3]["anyOf"]] == [
+        {"link": {"type": "string", "enum": ["back to search", "< prev"]}},
+        {"option": {"type": "string", "enum": ["size=9", "size=10"]}},
+        {"value": {"type": "string", "enum": ["buy now"]}}]
     assert all("tools" not in r and "parallel_tool_calls" not in r for r in server.requests)
     first, last = server.requests[0]["messages"], server.requests[-1]["messages"]
     assert first[0] == {"role": "system", "content": CONSTRAINED_SYSTEM_PROMPT}
@@ -177,7 +218,8 @@ def test_constrained_words_admits_queries_of_the_instructions_words_only() -> No
     from shopsimrl.agent.constrained import CONSTRAINED_QUERY_MAX_WORDS, instruction_words, schema_for
 
     page = observation("search")
-    assert instruction_words(TASK.instruction)[:4] == ["i", "need", "red", "hiking"]
+    # "i", "need", "under", "dollars": the env's stop words, which its search drops
+    assert instruction_words(TASK.instruction) == ["red", "hiking", "boots", "size", "9", "80"]
     schema = schema_for("constrained-words", page, TASK.instruction)
     assert schema is not None
     for query in ("red hiking boots", "boots", "size 9 red", " ".join(["red"] * CONSTRAINED_QUERY_MAX_WORDS)):

@@ -48,7 +48,9 @@ def _delta(after: dict[str, float], before: dict[str, float], name: str) -> floa
 
 
 def report(run: Path, before: dict[str, float], after: dict[str, float], wall: float, server: LlamaServer) -> dict[str, Any]:
-    traces = [json.loads(p.read_text()) for p in sorted(run.glob("step-*/traces/*.json"))]
+    every = [json.loads(p.read_text()) for p in sorted(run.glob("step-*/traces/*.json"))]
+    # an episode the step cancelled once its batch was full (its group no longer needed) has no outcome
+    traces = [t for t in every if not t.get("cancelled")]
     steps = [s for t in traces for s in t["steps"]]
     step_walls = []
     technical = 0.0
@@ -59,9 +61,11 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
     predicted = _delta(after, before, "tokens_predicted_total")
     processed = _delta(after, before, "prompt_tokens_total")
     cached = _delta(after, before, "prompt_tokens_cached_total")
+    bound = cache_share_bound(run)
     return {
         "machine": f"{os.cpu_count()} cores, llama-server -t {server.threads}, {time.strftime('%Y-%m-%d')}",
         "episodes": len(traces),
+        "cancelled_episodes": len(every) - len(traces),
         "scored": sum(1 for t in traces if t["scored"]),
         "technical_groups": int(technical),
         "turns": len(steps),
@@ -72,21 +76,53 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
         "prompt_tokens_processed": int(processed),
         "prompt_tokens_from_cache": int(cached),
         "prompt_tokens_per_second": round(processed / max(1e-9, _delta(after, before, "prompt_seconds_total")), 1),
+        "prompt_cache_share": round(cached / max(1.0, cached + processed), 3),
+        "prompt_cache_share_bound": bound,
         "end_reasons": dict(collections.Counter(t["end_reason"] for t in traces)),
         "protocol_errors": dict(collections.Counter(s["protocol_error"]["code"] for s in steps if s["protocol_error"])),
         "env_feedback": dict(collections.Counter(s["feedback"]["code"] for s in steps if s["feedback"])),
         "turns_per_episode": dict(sorted(collections.Counter(len(t["steps"]) for t in traces).items())),
         "env_action_share": round(sum(1 for s in steps if s["action"] is not None) / max(1, len(steps)), 3),
         "purchases": sum(1 for t in traces if t["end_reason"] == "purchase"),
+        "reward_distribution": dict(sorted(collections.Counter(
+            f"{float((t.get('final') or {}).get('reward') or 0.0):.3f}" for t in traces if t["scored"]).items())),
         **groups_report(run),
     }
+
+
+def cache_share_bound(run: Path) -> float | None:
+    """The highest share of the run's prompt tokens any prefix cache could serve, from the traces' prompt sizes.
+
+    Every request's prompt is the episode's previous prompt, the reply and the new page; siblings share their
+    first prompt (system prompt, task, search page). Only the pages are new, and each must be read once: the
+    tokens a cache cannot serve are each episode's last prompt less its earlier replies (generated into the
+    cache), less the first prompt for every sibling after a group's first. The share actually served
+    (``prompt_cache_share``) is at most about this (a reply re-tokenized differently costs a few tokens, a
+    cancelled episode's requests are in the server's counters but not in the traces); equal, nothing was lost.
+    """
+    total = new = 0
+    firsts: dict[str, list[int]] = collections.defaultdict(list)
+    for path in sorted(run.glob("step-*/traces/g*-s*.json")):
+        if json.loads(path.read_text()).get("cancelled"):
+            continue
+        outputs = [s["output"] for s in json.loads(path.read_text())["steps"] if isinstance(s["output"].get("prompt_tokens"), int)]
+        prompts = [o["prompt_tokens"] for o in outputs]
+        if prompts:
+            total += sum(prompts)
+            # the replies before the last prompt were generated into the server's cache: not new either
+            new += prompts[-1] - sum(o.get("completion_tokens") or 0 for o in outputs[:-1])
+            firsts[f"{path.parent.parent.name}/{path.name.split('-s')[0]}"].append(prompts[0])
+    new -= sum(min(values) * (len(values) - 1) for values in firsts.values())
+    return round(1 - new / total, 3) if total else None
 
 
 def groups_report(run: Path) -> dict[str, Any]:
     """Each completed group's rewards and spread (from the traces), and what reached the trainer (``batch.jsonl``).
 
     A group is informative when its rewards differ (standard deviation > 0): only such a group gives GRPO
-    a non-zero advantage. ``kept_informative_groups`` counts the informative groups in the trained batch.
+    a non-zero advantage. ``kept_informative_groups`` counts the informative groups in the trained batch. Each
+    group carries the filter's decision (``events.jsonl``); a group the step cancelled once its batch was full
+    has no decision, and its finished siblings do not count towards ``groups_with_spread``.
     """
     rewards: dict[str, list[float]] = collections.defaultdict(list)
     for path in sorted(run.glob("step-*/traces/g*-s*.json")):
@@ -94,13 +130,19 @@ def groups_report(run: Path) -> dict[str, Any]:
         if trace["scored"]:
             group = f"{path.parent.parent.name}/{path.name.split('-s')[0]}"
             rewards[group].append(round(float((trace.get("final") or {}).get("reward") or 0.0), 4))
+    decisions = {f"{path.parent.name}/g{event['index']:04d}": event["decision"]
+                 for path in sorted(run.glob("step-*/events.jsonl")) for event in map(json.loads, path.read_text().splitlines())
+                 if event.get("event") == "decision"}
     batch = [json.loads(line) for path in sorted(run.glob("step-*/batch.jsonl")) for line in path.read_text().splitlines()]
     trained: dict[tuple[int, int], list[float]] = collections.defaultdict(list)
     for row in batch:
         trained[(row["step"], row["group_index"])].append(float(row["reward"]))
     return {
-        "groups": {name: {"rewards": values, "spread": round(statistics.pstdev(values), 4)} for name, values in rewards.items()},
-        "groups_with_spread": sum(1 for values in rewards.values() if statistics.pstdev(values) > 0),
+        "groups": {name: {"rewards": values, "spread": round(statistics.pstdev(values), 4),
+                          "decision": decisions.get(name, "not judged (the step ended first)")}
+                   for name, values in rewards.items()},
+        "groups_with_spread": sum(1 for name, values in rewards.items() if name in decisions and statistics.pstdev(values) > 0),
+        "decisions": dict(collections.Counter(decisions.values())),
         "trained_groups": len(trained),
         "kept_informative_groups": sum(1 for values in trained.values() if statistics.pstdev(values) > 0),
         "trained_decisions": dict(collections.Counter(row["decision"] for row in batch)),
