@@ -34,15 +34,21 @@ def wait_gone(pids: list[int], timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Supervisor:
     """``shopsimrl env serve --processes N`` in a subprocess, with the PIDs and URLs it prints."""
 
     def __init__(self, cache_dir: Path, processes: int, port: int, *extra: str) -> None:
         cmd = [sys.executable, "-m", "shopsimrl.cli", "env", "serve", "--processes", str(processes), "--port",
                str(port), "--slots", "48", "--cache-dir", str(cache_dir), *CATALOG, *extra]
-        # its own session: a Ctrl-C is then a SIGINT to its process group, as a terminal sends it
+        # its own session: a Ctrl-C is then a SIGINT to its process group, as a terminal sends it; SIGINT at its
+        # default, as in a terminal, whatever the test runner inherited (a shell's background job ignores it, and an
+        # ignored SIGINT stays ignored across exec: the server would then rightly never see a Ctrl-C)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_sigint_as_in_a_terminal)
         self.urls: list[str] = []
         self.pids: list[int] = []
         self.stdout: list[str] = []
