@@ -36,6 +36,17 @@ def scored(group_index: int, index: int, reward: float, *, success: float | None
     )
 
 
+def scored_group(group: list[SlimeSample], rewards: list[float], task_id: str) -> list[SlimeSample]:
+    """A drawn group's samples back, scored with ``rewards``, each naming its task (as the generate hook leaves them)."""
+    out = []
+    for sample, reward in zip(group, rewards):
+        done = scored(sample.group_index, sample.index, reward, rollout_id=sample.index)
+        done.metadata.update(task_id=task_id)
+        done.prompt = task_id
+        out.append(done)
+    return out
+
+
 def unscored(group_index: int, index: int) -> SlimeSample:
     return SlimeSample(
         group_index=group_index,
@@ -88,4 +99,5 @@ def tokenizer(tokenizer_dir: Any) -> Any:
 @pytest.fixture
 def kit() -> SimpleNamespace:
     """The helpers above (conftest modules cannot be imported in importlib mode)."""
-    return SimpleNamespace(Sample=SlimeSample, scored=scored, unscored=unscored, args=slime_args)
+    return SimpleNamespace(Sample=SlimeSample, scored=scored, scored_group=scored_group, unscored=unscored,
+                           args=slime_args)

@@ -37,13 +37,7 @@ def generate(source, kit, args, rollout_id) -> list[str]:
     completed = []
     for group, task in zip(groups, tasks):
         rewards = [1.0, 0.0] if int(task.split("-")[1]) % 3 else [1.0, 1.0]
-        samples = []
-        for sample, reward in zip(group, rewards):
-            done = kit.scored(sample.group_index, sample.index, reward, rollout_id=sample.index)
-            done.metadata.update(task_id=task)
-            done.prompt = task
-            samples.append(done)
-        completed.append(samples)
+        completed.append(kit.scored_group(group, rewards, task))
     record_generated_rollout_groups(args, completed, source)
     enrich_rollout_metrics(rollout_id, args, [s for g in completed for s in g], {}, 1.0)
     return tasks

@@ -78,13 +78,7 @@ def fake_slime(monkeypatch, kit):
         calls.generated.append(task_id)
         await asyncio.sleep(0.001 * (1 + int(task_id.split("-")[1]) % 5))
         rewards = [1.0] * len(group) if solved(task_id) else [1.0, 0.0] * (len(group) // 2)
-        out = []
-        for s, r in zip(group, rewards):
-            sample = kit.scored(s.group_index, s.index, r, rollout_id=s.index)
-            sample.metadata.update(task_id=task_id)
-            sample.prompt = task_id
-            out.append(sample)
-        return out
+        return kit.scored_group(group, rewards, task_id)
 
     async def abort(args, rollout_id):
         state = GenerateState(args)
