@@ -28,7 +28,7 @@ def args(tmp_path):
 
 def finish(kit, groups, rewards_for):
     """Score each handed-out group like the generate hook would."""
-    scored, unscored = kit.scored, kit.unscored
+    unscored = kit.unscored
     done = []
     for group in groups:
         task = group[0].metadata["task_id"]
@@ -36,13 +36,7 @@ def finish(kit, groups, rewards_for):
         if rewards is None:
             done.append([unscored(s.group_index, s.index) for s in group])
             continue
-        out = []
-        for s, r in zip(group, rewards):
-            sample = scored(s.group_index, s.index, r, rollout_id=s.index)
-            sample.metadata.update(task_id=task)
-            sample.prompt = task
-            out.append(sample)
-        done.append(out)
+        done.append(kit.scored_group(group, rewards, task))
     return done
 
 
