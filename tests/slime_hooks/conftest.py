@@ -11,13 +11,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from agent.fakes import TASK, observation
+from agent.fakes import TASK, FakeEnv, observation
 from slime_hooks.model_text import WINNING
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
 from shopsimrl.slime.harness.double.rollout import Sample as SlimeSample
 from shopsimrl.slime.harness.workspace import PLAIN_CHAT_TEMPLATE, write_tokenizer
-from shopsimrl.slime.state import reset_hook_state
+from shopsimrl.slime.state import hook_state, reset_hook_state
 
 #: What the test tokenizer is trained on: the fake shop's task, pages and winning replies, the hook's system prompt.
 CORPUS = [DEFAULT_SYSTEM_PROMPT, TASK.instruction, "thinking out loud", *WINNING,
@@ -72,6 +72,14 @@ def slime_args(**overrides: Any) -> SimpleNamespace:
     )
     base.update(overrides)
     return SimpleNamespace(**base)
+
+
+@pytest.fixture
+def env() -> FakeEnv:
+    """The fake shop, which the generate hook's env client factory hands out."""
+    shop = FakeEnv()
+    hook_state().env_client_factory = lambda args: shop
+    return shop
 
 
 @pytest.fixture(autouse=True)

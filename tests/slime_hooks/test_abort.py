@@ -47,13 +47,6 @@ def slime(monkeypatch):
     return slime_double.install(monkeypatch)
 
 
-@pytest.fixture
-def env():
-    shop = FakeEnv()
-    hook_state().env_client_factory = lambda args: shop
-    return shop
-
-
 def groups(n_groups: int, size: int) -> list[list[slime_double.Sample]]:
     return [[slime_double.Sample(group_index=g, index=g * size + i, prompt=TASK.task_id) for i in range(size)]
             for g in range(n_groups)]

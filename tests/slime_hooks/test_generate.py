@@ -16,14 +16,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
+from agent.fakes import TASK, WINNING_PAGES, observation
 from slime_hooks.model_text import WINNING, loss_mask_spans
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.sampling import REASON_TECHNICAL
 from shopsimrl.slime.harness.scripted_sglang import END, ENGINE_ERROR, ScriptedSGLang, serving
-from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import UnsupportedSlimeSetting, fully_scored_group_filter, generate
 
 # Qwen-style: <|im_start|>role\n...<|im_end|>\n, tools in the system turn, tool results as user turns.
@@ -49,13 +48,6 @@ def sglang(tokenizer):
     """Scripted replies (``reset``); every reply's ids, logprobs and the request that produced it are recorded."""
     with serving(ScriptedSGLang(tokenizer)) as server:
         yield server
-
-
-@pytest.fixture
-def env():
-    shop = FakeEnv()
-    hook_state().env_client_factory = lambda args: shop
-    return shop
 
 
 def make_args(sglang, tokenizer_dir, tmp_path, **overrides):

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from agent.fakes import TASK, FakeEnv, observation
+from agent.fakes import TASK, observation
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from slime_hooks.model_text import loss_mask_spans
@@ -22,7 +22,6 @@ from shopsimrl.agent.constrained import page_action_schema
 from shopsimrl.agent.messages import CONSTRAINED_SYSTEM_PROMPT
 from shopsimrl.slime.harness.scripted_sglang import END, serving
 from shopsimrl.slime.harness.workspace import PLAIN_CHAT_TEMPLATE, write_tokenizer
-from shopsimrl.slime.state import hook_state
 from shopsimrl.slime_runtime import UnsupportedSlimeSetting, generate
 
 ACTIONS = [{"name": "search", "arguments": {"query": "red hiking boots"}}, {"name": "click", "arguments": {"value": "p1"}},
@@ -72,13 +71,6 @@ class SchemaSGLang:
 def sglang(tokenizer):
     with serving(SchemaSGLang(tokenizer)) as fake:  # type: ignore[arg-type]  # serves its .app, sets its .port
         yield fake
-
-
-@pytest.fixture
-def env():
-    shop = FakeEnv()
-    hook_state().env_client_factory = lambda args: shop
-    return shop
 
 
 def make_args(sglang, tokenizer_dir, tmp_path, **overrides) -> SimpleNamespace:
