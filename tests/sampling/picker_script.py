@@ -6,6 +6,7 @@ A script step is (k to ask for, how to finish each prompt in flight: ``same`` re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,9 +14,10 @@ import pytest
 from shopsimrl.sampling.evidence import NotEnoughPromptsError
 
 
-def drive(sel: Any, actions: Any, trace: list | None = None) -> None:
+def drive(sel: Any, actions: Any, trace: list | None = None, check: Callable[[list], None] | None = None) -> None:
     """Run ``actions`` against ``sel``: k refused when fewer are free (then the free ones asked for), k distinct
-    prompts, never one already in flight; each call's prompts appended to ``trace``."""
+    prompts, never one already in flight; each call's prompts appended to ``trace`` and given to ``check`` (a
+    rule's own checks) before the prompts in flight are finished."""
     for k, fates in actions:
         free = len(sel) - len(sel.in_flight)
         if k > free:
@@ -29,6 +31,8 @@ def drive(sel: Any, actions: Any, trace: list | None = None) -> None:
         assert not before & set(got), "never a prompt already in flight"
         if trace is not None:
             trace.append(got)
+        if check is not None:
+            check(got)
         for pid, fate in zip(sorted(sel.in_flight), fates):
             if fate == "same":
                 sel.record(pid, [1.0] * 8)

@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sampling.picker_script import drive as drive_script
 
-from shopsimrl.sampling.evidence import NotEnoughPromptsError
 from shopsimrl.sampling.informative import MAX_SKIP_SHARE, RETRY_FLOOR, InformativeOrder
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 
@@ -137,43 +137,25 @@ def test_bad_constants_are_refused():
         InformativeOrder(ids(3), 8, retry_floor=1.5)
 
 
-# one script step: (k to ask for, the fate of each prompt in flight: solved / varied / release / keep in flight)
+# one script step: (k to ask for, the fate of each prompt in flight: same / varied / release / keep in flight)
 ACTIONS = st.lists(
-    st.tuples(st.integers(0, 7), st.lists(st.sampled_from(["solved", "varied", "release", "keep"]), max_size=8)),
+    st.tuples(st.integers(0, 7), st.lists(st.sampled_from(["same", "varied", "release", "keep"]), max_size=8)),
     min_size=1,
     max_size=40,
 )
 
 
 def drive(source, actions, trace: list) -> None:
-    """Run a script, checking at every call: k returned when k are free (else refused), none in flight, never a
-    prompt twice in one epoch pass, and no prompt handed out more often than the passes begun."""
-    handed: Counter[tuple[int, str]] = Counter()
+    """The shared script (``picker_script.drive``: k returned when k are free, else refused; none in flight), and
+    at every call no prompt handed out more often than the passes begun."""
     total: Counter[str] = Counter()
-    for k, fates in actions:
-        free = len(source) - len(source.in_flight)
-        if k > free:
-            with pytest.raises(NotEnoughPromptsError):
-                source.next_prompts(k)
-            k = free
-        before = set(source.in_flight)
-        got = source.next_prompts(k)
-        assert len(got) == k and len(set(got)) == k
-        assert not before & set(got), "never a prompt already in flight"
-        trace.append(got)
-        # the pass a prompt was handed out in: the pass current when the call began, or a later one it opened
+
+    def within_passes(got: list[str]) -> None:
         for pid in got:
             total[pid] += 1
             assert total[pid] <= source.epoch, "at most one hand-out per pass begun"
-        for pid in got:
-            handed[source.epoch, pid] += 1
-        for pid, fate in zip(sorted(source.in_flight), fates):
-            if fate == "solved":
-                source.record(pid, SOLVED)
-            elif fate == "varied":
-                source.record(pid, VARIED)
-            elif fate == "release":
-                source.release(pid)
+
+    drive_script(source, actions, trace, check=within_passes)
 
 
 @settings(max_examples=80, deadline=None)
