@@ -27,6 +27,7 @@ from typing import Any
 if __name__ == "__main__":  # run as a script: make `e2e.*` importable as in the tests
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx  # noqa: E402
 from e2e.llama_server import LlamaServer, running_server, server_metrics  # noqa: E402
 
 
@@ -40,14 +41,15 @@ def rollout(server: LlamaServer, out: Path, name: str, options: list[str]) -> tu
     done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
     wall = time.monotonic() - started
     after = server_metrics(server.url)
-    return done, report(out / name, before, after, wall, server)
+    return done, report(out / name, before, after, wall, server, system_turn_tokens(server, options))
 
 
 def _delta(after: dict[str, float], before: dict[str, float], name: str) -> float:
     return after.get(name, 0.0) - before.get(name, 0.0)
 
 
-def report(run: Path, before: dict[str, float], after: dict[str, float], wall: float, server: LlamaServer) -> dict[str, Any]:
+def report(run: Path, before: dict[str, float], after: dict[str, float], wall: float, server: LlamaServer,
+           header_tokens: int = 0) -> dict[str, Any]:
     every = [json.loads(p.read_text()) for p in sorted(run.glob("step-*/traces/*.json"))]
     # an episode the step cancelled once its batch was full (its group no longer needed) has no outcome
     traces = [t for t in every if not t.get("cancelled")]
@@ -61,7 +63,7 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
     predicted = _delta(after, before, "tokens_predicted_total")
     processed = _delta(after, before, "prompt_tokens_total")
     cached = _delta(after, before, "prompt_tokens_cached_total")
-    bound = cache_share_bound(run)
+    cache = cache_share_bound(run, header_tokens)
     return {
         "machine": f"{os.cpu_count()} cores, llama-server -t {server.threads}, {time.strftime('%Y-%m-%d')}",
         "episodes": len(traces),
@@ -77,7 +79,10 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
         "prompt_tokens_from_cache": int(cached),
         "prompt_tokens_per_second": round(processed / max(1e-9, _delta(after, before, "prompt_seconds_total")), 1),
         "prompt_cache_share": round(cached / max(1.0, cached + processed), 3),
-        "prompt_cache_share_bound": bound,
+        **cache,
+        # of the prompt tokens some cache could have served, the share the server did serve
+        "prompt_cache_reusable_served": round(cached / cache["prompt_tokens_reusable"], 3)
+        if cache["prompt_tokens_reusable"] else None,
         "end_reasons": dict(collections.Counter(t["end_reason"] for t in traces)),
         "protocol_errors": dict(collections.Counter(s["protocol_error"]["code"] for s in steps if s["protocol_error"])),
         "env_feedback": dict(collections.Counter(s["feedback"]["code"] for s in steps if s["feedback"])),
@@ -90,30 +95,66 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
     }
 
 
-def cache_share_bound(run: Path) -> float | None:
-    """The highest share of the run's prompt tokens any prefix cache could serve, from the traces' prompt sizes.
+def cache_share_bound(run: Path, header_tokens: int = 0) -> dict[str, Any]:
+    """The most of the run's prompt tokens any prefix cache could serve, from the traces' prompt sizes.
 
-    Every request's prompt is the episode's previous prompt, the reply and the new page; siblings share their
-    first prompt (system prompt, task, search page). Only the pages are new, and each must be read once: the
-    tokens a cache cannot serve are each episode's last prompt less its earlier replies (generated into the
-    cache), less the first prompt for every sibling after a group's first. The share actually served
-    (``prompt_cache_share``) is at most about this (a reply re-tokenized differently costs a few tokens, a
-    cancelled episode's requests are in the server's counters but not in the traces); equal, nothing was lost.
+    Every request's prompt is the episode's previous prompt, the reply and the new page, so only the pages are
+    new, and each distinct one must be read once. A turn's new tokens are its prompt less the previous prompt and
+    the reply before it (generated into the server's cache: not new either). Two prompts are the same up to a
+    turn when they belong to one group (one task) and the actions before that turn were the same: siblings share
+    their first prompt (system prompt, task, search page) and any later page they reached by the same actions.
+    Every group's first prompt also starts with the same system turn (``header_tokens`` long). What remains,
+    each distinct prefix once, cannot come from any cache; the rest (``prompt_tokens_reusable``) can.
+
+    ``prompt_cache_share_bound`` is 1 less that share: the measured ``prompt_cache_share`` is at most about
+    this (a reply re-tokenized differently costs a few tokens; the request in flight when an episode was
+    cancelled is in the server's counters but not in its trace). ``prompt_cache_share_bound_own_path`` is the same when siblings
+    share only their first prompt (the figure reported before). The key of a turn is the actions taken before
+    it, as the traces record them, not the reply's exact text: two replies of one action written differently
+    would be two prompts.
     """
-    total = new = 0
+    total = new = new_own_path = 0
+    seen: set[tuple[str, tuple[str, ...]]] = set()
     firsts: dict[str, list[int]] = collections.defaultdict(list)
     for path in sorted(run.glob("step-*/traces/g*-s*.json")):
-        if json.loads(path.read_text()).get("cancelled"):
+        trace = json.loads(path.read_text())  # a cancelled episode's finished turns are requests the server served
+        group = f"{path.parent.parent.name}/{path.name.split('-s')[0]}"
+        steps = [s for s in trace["steps"] if isinstance(s["output"].get("prompt_tokens"), int)]
+        prompts = [s["output"]["prompt_tokens"] for s in steps]
+        if not prompts:
             continue
-        outputs = [s["output"] for s in json.loads(path.read_text())["steps"] if isinstance(s["output"].get("prompt_tokens"), int)]
-        prompts = [o["prompt_tokens"] for o in outputs]
-        if prompts:
-            total += sum(prompts)
-            # the replies before the last prompt were generated into the server's cache: not new either
-            new += prompts[-1] - sum(o.get("completion_tokens") or 0 for o in outputs[:-1])
-            firsts[f"{path.parent.parent.name}/{path.name.split('-s')[0]}"].append(prompts[0])
-    new -= sum(min(values) * (len(values) - 1) for values in firsts.values())
-    return round(1 - new / total, 3) if total else None
+        total += sum(prompts)
+        new_own_path += prompts[-1] - sum(s["output"].get("completion_tokens") or 0 for s in steps[:-1])
+        firsts[group].append(prompts[0])
+        before: tuple[str, ...] = ()
+        for k, step in enumerate(steps):
+            if (group, before) not in seen:
+                seen.add((group, before))
+                previous = steps[k - 1]["output"] if k else None
+                new += prompts[0] if previous is None else max(
+                    0, prompts[k] - previous["prompt_tokens"] - (previous.get("completion_tokens") or 0))
+            before += (json.dumps([step["output"].get("tool_calls"), step["output"].get("text")], sort_keys=True),)
+    new_own_path -= sum(min(values) * (len(values) - 1) for values in firsts.values())
+    new -= header_tokens * max(0, len(firsts) - 1)
+    if not total:
+        return {"prompt_tokens_in_traces": 0, "prompt_tokens_reusable": 0, "prompt_cache_share_bound": None,
+                "prompt_cache_share_bound_own_path": None}
+    return {"prompt_tokens_in_traces": total, "prompt_tokens_reusable": total - new,
+            "prompt_cache_share_bound": round(1 - new / total, 3),
+            "prompt_cache_share_bound_own_path": round(1 - new_own_path / total, 3)}
+
+
+def system_turn_tokens(server: LlamaServer, options: list[str]) -> int:
+    """The tokens of the system turn every episode's prompt starts with (constrained formats: no tool list)."""
+    from shopsimrl.agent.constrained import CONSTRAINED_FORMATS
+    from shopsimrl.agent.messages import default_system_prompt
+
+    action_format = options[options.index("--action-format") + 1] if "--action-format" in options else "tools"
+    if action_format not in CONSTRAINED_FORMATS:
+        return 0  # the tool list is rendered into the system turn: not counted (the bound is then a little low)
+    text = f"<|im_start|>system\n{default_system_prompt(action_format)}<|im_end|>\n"
+    answer = httpx.post(f"{server.url}/tokenize", json={"content": text, "parse_special": True}, timeout=30)
+    return len(answer.json()["tokens"])
 
 
 def groups_report(run: Path) -> dict[str, Any]:
@@ -130,15 +171,18 @@ def groups_report(run: Path) -> dict[str, Any]:
         if trace["scored"]:
             group = f"{path.parent.parent.name}/{path.name.split('-s')[0]}"
             rewards[group].append(round(float((trace.get("final") or {}).get("reward") or 0.0), 4))
-    decisions = {f"{path.parent.name}/g{event['index']:04d}": event["decision"]
-                 for path in sorted(run.glob("step-*/events.jsonl")) for event in map(json.loads, path.read_text().splitlines())
-                 if event.get("event") == "decision"}
+    events = [(path.parent.name, event) for path in sorted(run.glob("step-*/events.jsonl"))
+              for event in map(json.loads, path.read_text().splitlines())]
+    decisions = {f"{step}/g{event['index']:04d}": event["decision"] for step, event in events if event.get("event") == "decision"}
+    tasks = {f"{step}/g{index:04d}": task for step, event in events if event.get("event") == "wave"
+             for index, task in enumerate(event["task_ids"], start=event["first_index"])}
     batch = [json.loads(line) for path in sorted(run.glob("step-*/batch.jsonl")) for line in path.read_text().splitlines()]
     trained: dict[tuple[int, int], list[float]] = collections.defaultdict(list)
     for row in batch:
         trained[(row["step"], row["group_index"])].append(float(row["reward"]))
     return {
-        "groups": {name: {"rewards": values, "spread": round(statistics.pstdev(values), 4),
+        "started_tasks": list(tasks.values()),
+        "groups": {name: {"task": tasks.get(name), "rewards": values, "spread": round(statistics.pstdev(values), 4),
                           "decision": decisions.get(name, "not judged (the step ended first)")}
                    for name, values in rewards.items()},
         "groups_with_spread": sum(1 for name, values in rewards.items() if name in decisions and statistics.pstdev(values) > 0),
