@@ -24,7 +24,8 @@ just chosen (``size=0.5oz``, ``size=1.7oz``, ...) until its turns ran out; once 
 (docs/real-model.md).
 
 ``constrained-words`` is the same with a narrower query: 1 to :data:`CONSTRAINED_QUERY_MAX_WORDS` words,
-each a word of the task's instruction that the shop's search reads (not one of its stop words). A 135M
+each a word of the task's instruction that the shop's search reads (not one of its stop words, nor a number of
+the budget's price). A 135M
 model's free queries are mostly not words of the shop ("search", digits, the prompt's own placeholders),
 so its searches find nothing; drawn from the instruction, a query usually finds products of the task's
 kind (docs/real-model.md).
@@ -65,6 +66,10 @@ CONSTRAINED_QUERY_PATTERN: Final = f"^[A-Za-z0-9][A-Za-z0-9 ,.'-]{{0,{CONSTRAINE
 # constrained-words: a query of 1 to this many words, each a word of the task's instruction
 CONSTRAINED_QUERY_MAX_WORDS: Final = 6
 _WORD = re.compile(r"[a-z0-9]+")
+# A price in an instruction ("$20", "$20-30", "between $20 and $30", "65.00 dollars"): the shop's search indexes no
+# prices, so its numbers are left out of constrained-words queries like the stop words
+_AMOUNT = r"\d[\d,]*(?:\.\d+)?"
+_PRICE = re.compile(rf"\${_AMOUNT}(?:\s*(?:-|to|and)\s*\$?{_AMOUNT})?|{_AMOUNT}\s*dollars?\b")
 # The argument key of a click, by the kind of clickable: a results page's product, a product page's option (one
 # not chosen yet, or a change of one chosen), a navigation link, or any other value (buy now). Each maps back to
 # click[value] (:func:`turn_from_reply`).
@@ -88,12 +93,14 @@ def check_action_format(value: str) -> str:
 
 def instruction_words(instruction: str) -> list[str]:
     """The distinct words of an instruction the shop's search reads (lower case letters and digits, not one of the
-    env's stop words, which its search drops), in order of appearance.
+    env's stop words, which its search drops, nor a number of a price, which it does not index), in order of
+    appearance.
 
-    A query of stop words alone ("in", "please", "get": SmolLM2 drew them) finds nothing, and the results page
-    then offers only ``back to search``.
+    A query of stop words alone ("in", "please", "get": SmolLM2 drew them) or of a budget's amount ("20", "120",
+    "65": 11 of 48 episodes on tasks without options) finds nothing, and the results page then offers only
+    ``back to search``.
     """
-    words = [word for word in _WORD.findall(instruction.lower()) if word not in STOP_WORDS]
+    words = [word for word in _WORD.findall(_PRICE.sub(" ", instruction.lower())) if word not in STOP_WORDS]
     return list(dict.fromkeys(words))
 
 

@@ -218,8 +218,8 @@ def test_constrained_words_admits_queries_of_the_instructions_words_only() -> No
     from shopsimrl.agent.constrained import CONSTRAINED_QUERY_MAX_WORDS, instruction_words, schema_for
 
     page = observation("search")
-    # "i", "need", "under", "dollars": the env's stop words, which its search drops
-    assert instruction_words(TASK.instruction) == ["red", "hiking", "boots", "size", "9", "80"]
+    # "i", "need", "under": the env's stop words, which its search drops; "80 dollars": a price, which it does not index
+    assert instruction_words(TASK.instruction) == ["red", "hiking", "boots", "size", "9"]
     schema = schema_for("constrained-words", page, TASK.instruction)
     assert schema is not None
     for query in ("red hiking boots", "boots", "size 9 red", " ".join(["red"] * CONSTRAINED_QUERY_MAX_WORDS)):
@@ -228,3 +228,15 @@ def test_constrained_words_admits_queries_of_the_instructions_words_only() -> No
         assert not admits(schema, {"name": "search", "arguments": {"query": query}}), query
     assert schema_for("constrained", page, TASK.instruction) == page_action_schema(page)
     assert schema_for("tools", page, TASK.instruction) is None
+
+
+@pytest.mark.parametrize("budget", ["under $35", "less than $35", "and price lower than 35.00 dollars",
+                                    "for no more than $35", "around $35", "for about $35", "roughly $35.50", "$20-35",
+                                    "$20.50-$35.50", "between $20 and $35", "in the $20 to $35 range"])
+def test_constrained_words_leaves_the_budgets_numbers_out_of_queries(budget: str) -> None:
+    """Every budget phrase the env's tasks use: a query of its numbers alone would find nothing (prices are not
+    searched); the other numbers of the instruction (a size, "spf 30", "ages 3+") stay."""
+    from shopsimrl.agent.constrained import instruction_words
+
+    assert instruction_words(f"Find me spf 30 sun cream, size 2oz, ages 3+, {budget}.") == [
+        "spf", "30", "sun", "cream", "size", "2oz", "ages", "3"]
