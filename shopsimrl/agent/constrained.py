@@ -49,8 +49,8 @@ from typing import Any, Final
 from shopsimrl.agent.messages import default_system_prompt
 from shopsimrl.agent.policy import PolicyTurn, ToolCall
 from shopsimrl.env.pages import BACK, ITEM, NEXT, PREV, RESULTS, click_tool, option_clickable, search_tool
+from shopsimrl.env.text import query_tokens
 from shopsimrl.env.types import Observation
-from shopsimrl.env.vocab import STOP_WORDS
 
 TOOLS_FORMAT: Final = "tools"
 CONSTRAINED_FORMAT: Final = "constrained"
@@ -66,10 +66,6 @@ CONSTRAINED_QUERY_PATTERN: Final = f"^[A-Za-z0-9][A-Za-z0-9 ,.'-]{{0,{CONSTRAINE
 # constrained-words: a query of 1 to this many words, each a word of the task's instruction
 CONSTRAINED_QUERY_MAX_WORDS: Final = 6
 _WORD = re.compile(r"[a-z0-9]+")
-# A price in an instruction ("$20", "$20-30", "between $20 and $30", "65.00 dollars"): the shop's search indexes no
-# prices, so its numbers are left out of constrained-words queries like the stop words
-_AMOUNT = r"\d[\d,]*(?:\.\d+)?"
-_PRICE = re.compile(rf"\${_AMOUNT}(?:\s*(?:-|to|and)\s*\$?{_AMOUNT})?|{_AMOUNT}\s*dollars?\b")
 # The argument key of a click, by the kind of clickable: a results page's product, a product page's option (one
 # not chosen yet, or a change of one chosen), a navigation link, or any other value (buy now). Each maps back to
 # click[value] (:func:`turn_from_reply`).
@@ -92,16 +88,15 @@ def check_action_format(value: str) -> str:
 
 
 def instruction_words(instruction: str) -> list[str]:
-    """The distinct words of an instruction the shop's search reads (lower case letters and digits, not one of the
-    env's stop words, which its search drops, nor a number of a price, which it does not index), in order of
-    appearance.
+    """The distinct words of an instruction the shop's search reads, in order of appearance: the search's own
+    tokens of it (:func:`~shopsimrl.env.text.query_tokens`: the env's stop words and money such as ``$20-30`` or
+    ``65.00 dollars`` left out, prices being no searchable text) made of letters and digits only.
 
     A query of stop words alone ("in", "please", "get": SmolLM2 drew them) or of a budget's amount ("20", "120",
     "65": 11 of 48 episodes on tasks without options) finds nothing, and the results page then offers only
     ``back to search``.
     """
-    words = [word for word in _WORD.findall(_PRICE.sub(" ", instruction.lower())) if word not in STOP_WORDS]
-    return list(dict.fromkeys(words))
+    return [word for word in query_tokens(instruction, max_tokens=len(instruction)) if _WORD.fullmatch(word)]
 
 
 def words_query_pattern(words: Sequence[str]) -> str:
