@@ -64,6 +64,7 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
     processed = _delta(after, before, "prompt_tokens_total")
     cached = _delta(after, before, "prompt_tokens_cached_total")
     cache = cache_share_bound(run, header_tokens)
+    unique = cache["prompt_tokens_in_traces"] - cache["prompt_tokens_reusable"]  # read once by any cache
     return {
         "machine": f"{os.cpu_count()} cores, llama-server -t {server.threads}, {time.strftime('%Y-%m-%d')}",
         "episodes": len(traces),
@@ -80,9 +81,11 @@ def report(run: Path, before: dict[str, float], after: dict[str, float], wall: f
         "prompt_tokens_per_second": round(processed / max(1e-9, _delta(after, before, "prompt_seconds_total")), 1),
         "prompt_cache_share": round(cached / max(1.0, cached + processed), 3),
         **cache,
-        # of the prompt tokens some cache could have served, the share the server did serve
-        "prompt_cache_reusable_served": round(cached / cache["prompt_tokens_reusable"], 3)
-        if cache["prompt_tokens_reusable"] else None,
+        # of the prompt tokens some cache could have served, the share the server did serve: cached / (cached + the
+        # tokens it computed beyond those no cache could serve; the requests in flight when episodes were cancelled
+        # count as computed for nothing)
+        "prompt_cache_reusable_served": round(cached / (cached + max(0.0, processed - unique)), 3)
+        if cached + max(0.0, processed - unique) else None,
         "end_reasons": dict(collections.Counter(t["end_reason"] for t in traces)),
         "protocol_errors": dict(collections.Counter(s["protocol_error"]["code"] for s in steps if s["protocol_error"])),
         "env_feedback": dict(collections.Counter(s["feedback"]["code"] for s in steps if s["feedback"])),
