@@ -111,10 +111,10 @@ def cache_share_bound(run: Path, header_tokens: int = 0) -> dict[str, Any]:
 
     ``prompt_cache_share_bound`` is 1 less that share: the measured ``prompt_cache_share`` is at most about
     this (a reply re-tokenized differently costs a few tokens; the request in flight when an episode was
-    cancelled is in the server's counters but not in its trace). ``prompt_cache_share_bound_own_path`` is the same when siblings
-    share only their first prompt (the figure reported before). The key of a turn is the actions taken before
-    it, as the traces record them, not the reply's exact text: two replies of one action written differently
-    would be two prompts.
+    cancelled is in the server's counters but not in its trace). ``prompt_cache_share_bound_own_path`` is the
+    same when siblings share only their first prompt (the figure reported before). The key of a turn is the
+    actions taken before it, as the traces record them, not the reply's exact text: two replies of one action
+    written differently would be two prompts.
     """
     total = new = new_own_path = 0
     seen: set[tuple[str, tuple[str, ...]]] = set()
