@@ -93,7 +93,7 @@ def instruction_words(instruction: str) -> list[str]:
     ``65.00 dollars`` left out, prices being no searchable text) made of letters and digits only.
 
     A query of stop words alone ("in", "please", "get": SmolLM2 drew them) or of a budget's amount ("20", "120",
-    "65": 11 of 48 episodes on tasks without options) finds nothing, and the results page then offers only
+    "65": 13 of 61 episodes on tasks without options) finds nothing, and the results page then offers only
     ``back to search``.
     """
     return [word for word in query_tokens(instruction, max_tokens=len(instruction)) if _WORD.fullmatch(word)]
