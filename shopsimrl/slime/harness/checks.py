@@ -10,6 +10,10 @@ N/A where it does not apply:
   the asynchronous one);
 - ``batch``: every step trained ``rollout_batch_size`` groups of ``n_samples_per_prompt``;
 - ``distinct``: no prompt handed out twice in a step;
+- ``weight``: every trained sample's advantage, as slime's training actor received it, is the GRPO
+  advantage of its group's raw rewards times the importance weight its samples were drawn with
+  (1 without one); with ``SELECTION=informative`` at least one trained group must carry a weight
+  above 1 (else NOT RUN: the weight went untested);
 - ``replay``: the keep/drop decisions equal our own replay (``sampling.recorded.replay_recorded``)
   of the completions slime processed, in its order and batches, and the drop counts slime logged
   equal the replay's;
@@ -42,6 +46,7 @@ from shopsimrl.sampling import (
     ControllerStateError,
     TooManyTechnicalFailures,
     dynamic_filter_drop_key,
+    grpo_advantages,
 )
 from shopsimrl.sampling import metrics as m
 from shopsimrl.sampling.modes import WaveMode
@@ -55,7 +60,7 @@ if TYPE_CHECKING:
     from shopsimrl.slime.harness.loop import LoopSettings
 
 #: The checks of one configuration, in the order they are reported.
-CHECKS = ("loop", "batch", "distinct", "replay", "selector", "in_flight", "feedback", "metrics", "resume")
+CHECKS = ("loop", "batch", "distinct", "weight", "replay", "selector", "in_flight", "feedback", "metrics", "resume")
 
 
 def finished(leg: dict[str, Any] | None) -> bool:
@@ -138,6 +143,40 @@ def check_batches(leg: dict[str, Any]) -> Outcome:
         if len(groups) != target or sizes != [n]:
             problems.append(f"step {step}: {len(groups)} groups of sizes {sizes}, expected {target} of {n}")
     return Outcome.of(problems)
+
+
+def check_weights(leg: dict[str, Any]) -> Outcome:
+    if missing := _missing(leg):
+        return missing
+    args = leg["args"]
+    if not args.get("rewards_normalization", True):
+        return Outcome.not_applicable("rewards normalization is off: slime trains on the raw rewards")
+    if any("advantages" not in row for row in leg["trained"].values()):
+        return Outcome.not_run("the training actor's advantages were not recorded")
+    weights = {int(k): float(v) for k, v in leg.get("weights", {}).items()}
+    std = bool(args.get("grpo_std_normalization", True))
+    problems: list[str] = []
+    weighted = 0
+    for step in sorted(leg["trained"], key=int):
+        row = leg["trained"][step]
+        at = {index: position for position, index in enumerate(row["sample_indices"])}
+        for group, members in sorted(trained_groups(leg, step).items()):
+            drawn = {weights.get(i, 1.0) for i in members}
+            if len(drawn) != 1:
+                problems.append(f"step {step} group {group}: its samples were drawn with weights {sorted(drawn)}")
+                continue
+            weight = drawn.pop()
+            weighted += weight > 1.0
+            plain = grpo_advantages(members, [row["raw_reward"][at[i]] for i in members], std_normalization=std)
+            got = [row["advantages"][at[i]] for i in members]
+            if any(abs(g - weight * a) > 1e-4 * max(1.0, abs(weight * a)) for g, a in zip(got, plain)):
+                problems.append(f"step {step} group {group} (weight {weight:g}): advantages {got} != "
+                                f"{weight:g} x {[round(a, 4) for a in plain]}")
+    if problems:
+        return Outcome.of(problems[:5])
+    if not weighted and args.get("shopsim_selection") == "informative":
+        return Outcome.not_run("no trained group carried an importance weight above 1: the weight went untested")
+    return Outcome(Status.PASS, note=f"{weighted} trained group(s) with an importance weight above 1")
 
 
 def check_distinct(leg: dict[str, Any]) -> Outcome:
@@ -423,6 +462,7 @@ def checks(legs: dict[str, dict[str, Any]], waves: str, settings: LoopSettings, 
         "loop": check_loop(legs, settings),
         "batch": check_batches(full),
         "distinct": check_distinct(full),
+        "weight": check_weights(full),
         "replay": check_replay(full, waves),
         "selector": check_selector(full),
         "in_flight": check_in_flight(full),
