@@ -20,9 +20,10 @@ from typing import Any
 from shopsimrl.sampling.modes import STRATEGIES, WAVE_MODES
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 from shopsimrl.slime.harness import workspace
-from shopsimrl.slime.harness.checks import checks, finished, trained_groups
+from shopsimrl.slime.harness.checks import checks
 from shopsimrl.slime.harness.children import Children, child_env, child_result
 from shopsimrl.slime.harness.outcome import Outcome
+from shopsimrl.slime.harness.recorded_leg import finished, trained_groups
 
 SELECTIONS = STRATEGIES
 WAVES = WAVE_MODES
