@@ -264,6 +264,15 @@ MUTATIONS = (
              "test_selector_informative.py::test_a_prompt_the_model_predicts_to_spread_is_not_skipped",
              SAMPLING + "informative.py",
              "if run == 0 or 1.0 - self._predict(i) >= SKIP_Q:", "if run == 0:"),
+    Mutation("informative-re-try-not-weighted", "selection",
+             "test_selector_informative.py::test_a_prompt_handed_out_where_it_could_have_been_skipped_weighs_one_over_"
+             "its_chance",
+             SAMPLING + "informative.py",
+             "self._weights[i] = 1.0 / (1.0 - p)", "self._weights[i] = 1.0"),
+    Mutation("batch-advantages-not-weighted", "selection",
+             "tests/rollout/test_driver.py::test_a_weighted_hand_out_multiplies_its_group_s_advantages_in_batch_jsonl",
+             "shopsimrl/rollout/outputs.py",
+             "advantages = [a * group.weight for a in advantages]", "advantages = list(advantages)"),
 )
 
 
@@ -309,6 +318,10 @@ ASYNC_MUTATIONS = (
              "for task_id in self.selector.next_prompts(wanted):",
              "for task_id in ([*self.selector.next_prompts(wanted - 1), sorted(self.selector.in_flight)[0]]\n"
              "                        if self.selector.in_flight else self.selector.next_prompts(wanted)):"),
+    Mutation("slime-advantages-not-weighted", "async",
+             ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[weight]",
+             "shopsimrl/slime/rewards.py",
+             "advantages[position] = value * weight", "advantages[position] = value"),
     Mutation("async-selector-never-fed", "async",
              ASYNC_LOOP + "test_the_checks_hold_in_the_async_loop[feedback]",
              "shopsimrl/slime/metrics.py",

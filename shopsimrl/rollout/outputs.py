@@ -237,6 +237,7 @@ def batch_records(
         for group in groups:
             rewards = [float(ep.reward) for ep in group.episodes]  # type: ignore[arg-type]  # kept => scored
             advantages = grpo_advantages([ep.rollout_id for ep in group.episodes], rewards, label=f"group {group.index}")
+            advantages = [a * group.weight for a in advantages]
             for sibling, (ep, adv) in enumerate(zip(group.episodes, advantages)):
                 rows.append({
                     "step": step,
@@ -250,6 +251,7 @@ def batch_records(
                     "seed": ep.seed,
                     "reward": ep.reward,
                     "advantage": adv,
+                    "weight": group.weight,
                     "strict_reward": ep.strict_reward,
                     "success": ep.success,
                     "end_reason": ep.end_reason,

@@ -42,7 +42,8 @@ class GroupTasks:
             work = run_rest(self.groups[index], specs, ctx.runner, ctx.slots, on_finished=self.triage)
             name += "-rest"
         else:
-            group = self.groups[index] = GroupRun(index=index, wave=start.wave, task_id=task_id, specs=specs)
+            group = self.groups[index] = GroupRun(index=index, wave=start.wave, task_id=task_id, specs=specs,
+                                                  weight=ctx.source.weight(start.prompt))
             work = run_group(group, ctx.runner, ctx.slots, on_finished=None if first_stage else self.triage)
         self.completions.add(index, asyncio.create_task(work, name=name))
         return group

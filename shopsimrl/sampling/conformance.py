@@ -9,6 +9,7 @@ source through each promise and raises :class:`SourceContractError` naming the f
 - ``next_prompt()``: one prompt not in flight, and a chance of spread within [0, 1];
 - ``predicted_zero_spread`` / ``predicted_logit``: ``None``, or a probability / a finite mean and a
   variance >= 0;
+- ``weight``: a finite number >= 1 for every prompt in flight;
 - ``settle`` and ``release`` take a prompt out of flight: it can be handed out again;
 - a whole step, fixed and adaptive waves (:func:`~shopsimrl.sampling.step.new_step`), never starts one
   prompt twice, and every prompt it started is out of flight once it closed.
@@ -62,6 +63,9 @@ def _hand_out_twice(source: PromptSource, k: int) -> None:
              f"next_prompt() must give a chance of spread within [0, 1], got {chance!r}")
     for p in [*first, *second, prompt]:
         _check_predictions(source, p)
+        weight = source.weight(p)
+        _require(isinstance(weight, float | int) and math.isfinite(weight) and weight >= 1.0,
+                 f"weight({p!r}) must be a finite number >= 1, got {weight!r}")
     for p in first:
         source.settle(p, [0.0, 1.0])  # recorded: out of flight
     for p in second:

@@ -77,6 +77,7 @@ class Picker:
         self.seed = seed
         self.n = self.evidence.n
         self._ids = self.evidence.ids
+        self._weights: dict[int, float] = {}  # in flight: the weight of its hand-out, when not 1
 
     # -- the contract ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -102,6 +103,13 @@ class Picker:
         (prompt_id,) = self.next_prompts(1)
         return prompt_id, 1.0 - self.predicted_zero_spread(prompt_id)
 
+    def weight(self, prompt_id: Hashable) -> float:
+        """The importance weight of ``prompt_id``'s hand-out now in flight: 1 / (the chance its turn handed it
+        out), so that a group's expected gradient per epoch pass is the seed order's.  1 for a rule that never
+        skips."""
+        i = self.evidence.flying(prompt_id, "weight")
+        return self._weights.get(i, 1.0)
+
     def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
         """A decided group back to the source at step end (the step settles its account with the source):
         unscored, it is released; scored but surplus, it is released with its evidence; otherwise (kept or
@@ -119,6 +127,7 @@ class Picker:
         i = ev.flying(prompt_id, "record")
         ev.observe(i, rewards)
         ev.land(i)
+        self._weights.pop(i, None)
         self._back_in_line(i, front=False)
 
     def release(self, prompt_id: Hashable, rewards: Sequence[float] | None = None) -> None:
@@ -132,6 +141,7 @@ class Picker:
         if rewards is not None:
             ev.observe(i, rewards)
         ev.land(i)
+        self._weights.pop(i, None)
         ev.stats["released"] += 1
         self._back_in_line(i, front=True)
 

@@ -37,6 +37,11 @@ class PromptSource(Protocol):
         """One prompt and its predicted chance of a group with spread (an adaptive refill)."""
         ...
 
+    def weight(self, prompt_id: Hashable) -> float:
+        """The importance weight (>= 1) of the prompt's hand-out now in flight: its group's advantages are
+        multiplied by it.  1 unless the rule could have skipped the prompt at that turn."""
+        ...
+
     def settle(self, prompt_id: Hashable, rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
         """A decided group's result, told when its step ends (``RolloutStep.close``): the step settles its
         account with the source.  Recorded, or released (unscored, or surplus with its evidence)."""

@@ -266,6 +266,7 @@ def _simulate_step(
     flight = GroupsInFlight(world, knobs.n_samples_per_prompt, capacity)
     log = StepEvents(step)
     judged: dict[int, list[float] | None] = {}  # rewards the filter saw (K for a group stopped early)
+    weights: dict[int, float] = {}  # the source's importance weight of each group's hand-out
     now = 0.0
 
     def back(index: int) -> Completion | FirstStage:
@@ -278,6 +279,7 @@ def _simulate_step(
         opened: list[Start] = []
         for a in actions:
             if isinstance(a, Start):
+                weights.setdefault(a.index, source.weight(a.prompt))  # in flight now (a staged rest: its first's)
                 if flight.start(a):
                     opened.append(a)
             elif isinstance(a, WaveOpened):
@@ -298,19 +300,22 @@ def _simulate_step(
         act(rs.finished([back(i) for i in ended]))
     done = rs.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
     log.abort(now, done.aborted)
-    scored = _learn(step, rs.prompts, done, judged, train or world.train, groups)
+    scored = _learn(step, rs.prompts, done, judged, train or world.train, groups, weights)
     record = _record(step, done, scored, rs.stage_counts, episodes=flight.episodes, wall_s=now,
                      mean_pass_rate=world.mean_pass_rate(), selector=source.pop_stats())
     return record, log.events
 
 
 def _learn(step: int, prompts: dict[int, Any], done: StepDone, judged: dict[int, list[float] | None],
-           train: Callable[[list[str]], None], groups: list[tuple[int, str, bool]]) -> list[list[float]]:
+           train: Callable[[list[str]], None], groups: list[tuple[int, str, bool]],
+           weights: dict[int, float]) -> list[list[float]]:
     """The step's end: the judged, scored groups join ``groups`` (the persistence statistics) and the kept
-    informative groups go to ``train`` (the world's policy).  Returns the scored groups' rewards, in index order."""
+    informative groups go to ``train`` (the world's policy), each as many times as its importance weight (the
+    learner multiplies its advantages by it; the informative rule's weights are whole numbers: 2, 4, 5).  Returns
+    the scored groups' rewards, in index order."""
     scored = {i: r for i in sorted(judged) if (r := judged[i]) is not None}
     groups.extend((step, str(prompts[i]), reward_spread_verdict(r) is Verdict.ZERO_STD) for i, r in scored.items())
-    train([str(prompts[i]) for i in done.informative])
+    train([str(prompts[i]) for i in done.informative for _ in range(max(1, round(weights.get(i, 1.0))))])
     return list(scored.values())
 
 

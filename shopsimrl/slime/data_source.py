@@ -49,7 +49,7 @@ from shopsimrl.sampling.selector import selector_step_metrics
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
 from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
-from shopsimrl.slime.samples import reward_key
+from shopsimrl.slime.samples import WEIGHT_KEY, reward_key
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,11 @@ class SelectorDataSource:
         self.at_rollout_end.before_draw(self._state)
         cls = self._sample_cls or _sample_class()
         for task_id in self.selector.next_prompts(wanted):
-            prototype = cls(prompt=task_id, metadata=dict(self._metadata[str(task_id)]))
+            metadata = dict(self._metadata[str(task_id)])
+            weight = self.selector.weight(task_id)
+            if weight != 1.0:  # the informative rule's importance weight (the seed order's samples are unchanged)
+                metadata[WEIGHT_KEY] = weight
+            prototype = cls(prompt=task_id, metadata=metadata)
             group = []
             for _ in range(self.n):
                 sample = copy.deepcopy(prototype)

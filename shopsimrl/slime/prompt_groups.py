@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shopsimrl.slime.samples import sample_weight
+
 
 class DataSourceGroups:
     """slime's data source as the step's prompt source: each pick is a group of slime samples, with the
@@ -37,6 +39,10 @@ class DataSourceGroups:
         task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)
         selector = self.data_source.selector
         return selector.predicted_logit(task_id) if task_id in selector.in_flight else None
+
+    def weight(self, group: list[Any]) -> float:
+        """The importance weight the group's samples carry (the reward post-process applies it)."""
+        return sample_weight(group[0])
 
     def next_prompts(self, k: int) -> list[list[Any]]:
         return self.data_source.get_samples(k)

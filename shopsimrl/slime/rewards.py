@@ -14,7 +14,7 @@ from typing import Any
 
 from shopsimrl.sampling import grpo_advantages
 from shopsimrl.sampling.verdict import iter_samples, rollout_key, sample_reward
-from shopsimrl.slime.samples import reward_key
+from shopsimrl.slime.samples import reward_key, sample_weight
 
 # slime's RolloutManager._post_process_rewards (slime/ray/rollout.py): the estimators whose rewards it
 # centers per prompt group, and those it also divides by the group's std (--advantage-estimator choices:
@@ -30,7 +30,8 @@ def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> t
     ``rollout_id`` (fan-out segments are one trajectory), and groups are the samples'
     ``group_index`` (slime reshapes by position).  Without ``group_index``, unique rollouts
     are chunked by ``n_samples_per_prompt`` in order, as slime's reshape does.
-    ``--disable-rewards-normalization`` returns the raw rewards; ``--disable-grpo-std-normalization``
+    A group whose samples carry an importance weight (``shopsim_weight`` metadata, the informative
+    rule's) has its advantages multiplied by it.  ``--disable-rewards-normalization`` returns the raw rewards; ``--disable-grpo-std-normalization``
     keeps the centering but not the std division.
     """
     flat = list(iter_samples(samples))
@@ -50,9 +51,18 @@ def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> t
         values = grpo_advantages(
             [rollout_key(flat[i]) for i in positions], [raw[i] for i in positions], std_normalization=std, label=label
         )
+        weight = _group_weight([flat[i] for i in positions], label)
         for position, value in zip(positions, values):
-            advantages[position] = value
+            advantages[position] = value * weight
     return raw, advantages
+
+
+def _group_weight(group: list[Any], label: str) -> float:
+    """The importance weight the group's samples carry (``WEIGHT_KEY``): one value for the whole group."""
+    weights = {sample_weight(sample) for sample in group}
+    if len(weights) > 1:
+        raise ValueError(f"{label}: its samples carry different importance weights {sorted(weights)}")
+    return weights.pop() if weights else 1.0
 
 
 def _prompt_groups(samples: list[Any], n_samples_per_prompt: int | None) -> dict[str, list[int]]:

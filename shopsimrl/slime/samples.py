@@ -22,6 +22,9 @@ from shopsimrl.slime.defaults import DEFAULT_TRACE_DIR
 # reward_detail keys the env reports once an episode ends (docs/dynamic-sampling.md §7: r_strict, r_success).
 STRICT_KEY = "r_strict"
 SUCCESS_KEY = "r_success"
+#: The sample metadata key holding the prompt source's importance weight of the group's hand-out (absent: 1), which
+#: the reward post-process multiplies into the group's advantages (``sampling/informative.py``, "The weight").
+WEIGHT_KEY = "shopsim_weight"
 
 
 def reward_key(args: Any) -> str:
@@ -107,3 +110,12 @@ def group_outcome(group: Sequence[Any], key: str) -> GroupOutcome:
 
 def group_outcomes(groups: Iterable[Sequence[Any]], key: str) -> list[GroupOutcome]:
     return [group_outcome(group, key) for group in groups]
+
+
+def sample_weight(sample: Any) -> float:
+    """The importance weight a sample's metadata carries (``WEIGHT_KEY``; 1 when absent)."""
+    value = (getattr(sample, "metadata", None) or {}).get(WEIGHT_KEY, 1.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1.0:
+        raise ValueError(f"sample index={getattr(sample, 'index', None)} has metadata {WEIGHT_KEY}={value!r}: "
+                         "an importance weight is a finite number >= 1")
+    return float(value)

@@ -63,6 +63,28 @@ def test_batch_rows_carry_grpo_advantages_per_group(tmp_path):
             assert group_rows[0]["decision"] == "fallback" and set(advantages) == {0.0}
 
 
+def test_a_weighted_hand_out_multiplies_its_group_s_advantages_in_batch_jsonl(tmp_path):
+    """The informative rule's importance weight reaches the trainer: each row's ``advantage`` is the group's GRPO
+    advantage times the group's ``weight`` (1 for every hand-out that could not have been skipped)."""
+    from shopsimrl.rollout.run import RolloutConfig, run_rollout
+    from shopsimrl.sampling import grpo_advantages
+    from shopsimrl.sampling.modes import Strategy
+
+    config = RolloutConfig(knobs=SMALL, steps=12, seed=0, out=tmp_path, name="run", selection=Strategy.INFORMATIVE)
+    result = asyncio.run(run_rollout(config, synthetic_runner(delay=jittered()), [f"task-{i:04d}" for i in range(40)]))
+    weights: Counter[float] = Counter()
+    for report in result.reports:
+        by_group: dict[int, list[dict]] = {}
+        for row in read_jsonl(result.paths.step(report.step).batch):
+            by_group.setdefault(row["group_index"], []).append(row)
+        for rows in by_group.values():
+            (weight,) = {r["weight"] for r in rows}
+            weights[weight] += 1
+            plain = grpo_advantages([r["rollout_id"] for r in rows], [r["reward"] for r in rows])
+            assert [r["advantage"] for r in rows] == pytest.approx([a * weight for a in plain])
+    assert weights[1.0] and any(w > 1.0 for w in weights), weights  # some hand-outs were re-tries on a run
+
+
 @pytest.mark.parametrize(("seed", "quantum"), [(0, None), (1, None), (2, 0.004), (3, 0.004)])
 def test_event_log_replays_to_the_drivers_batching_and_timing(tmp_path, seed, quantum):
     """The driver's event log, replayed, gives back the driver's batches, decisions and fates.

@@ -460,8 +460,17 @@ class ChanceAboveOne(HandsOutTwice):
         return self.inner.next_prompt()[0], 1.5
 
 
+class WeighsBelowOne(ChanceAboveOne):
+    def next_prompt(self) -> tuple[Any, float]:
+        return self.inner.next_prompt()
+
+    def weight(self, prompt: Any) -> float:
+        return 0.5
+
+
 @pytest.mark.parametrize(("broken", "message"), [(HandsOutTwice, "already in flight"),
-                                                  (ChanceAboveOne, "within \\[0, 1\\]")])
+                                                  (ChanceAboveOne, "within \\[0, 1\\]"),
+                                                  (WeighsBelowOne, "weight.*>= 1")])
 def test_check_prompt_source_names_the_promise_a_broken_source_breaks(broken, message):
     with pytest.raises(SourceContractError, match=message):
         check_prompt_source(broken)

@@ -221,3 +221,41 @@ def test_it_skips_zero_spread_groups_over_a_run_and_keeps_the_most_trainings_nea
         counts[strategy] = (sum(picked[p] for p in solved), max(picked.values()))
     assert counts["informative"][0] < 0.75 * counts["seed"][0]
     assert counts["informative"][1] <= 1.5 * counts["seed"][1]
+
+
+def test_a_prompt_handed_out_where_it_could_have_been_skipped_weighs_one_over_its_chance():
+    """The importance weight: a prompt on a run of one zero-spread group is skipped half the time, so when it is
+    handed out it weighs 2; a prompt that could not have been skipped weighs 1, as every seed-order hand-out."""
+    source = InformativeOrder(ids(300), 8, seed=0)
+    solved = set(ids(300)[:100])
+    walk(source, 300, 1, lambda p: SOLVED if p in solved else VARIED)  # first pass: nothing skipped, all weigh 1
+    second = source.next_prompts(150)
+    weights = {p: source.weight(p) for p in second}
+    chances = {p: source.skip_probability(source.evidence.index(p)) for p in second}
+    assert {weights[p] for p in second if p not in solved} == {1.0}
+    on_a_run = [p for p in second if p in solved]
+    assert on_a_run and all(chances[p] == pytest.approx(0.5) for p in on_a_run)
+    assert all(weights[p] == pytest.approx(2.0) for p in on_a_run)
+    for p in second:
+        source.record(p, SOLVED)
+    with pytest.raises(ValueError, match="not in flight"):
+        source.weight(second[0])  # a weight belongs to a hand-out in flight
+
+
+def test_with_no_skips_left_in_the_pass_a_prompt_weighs_one():
+    """A pass whose skip budget is spent hands its prompts out for sure: no weight, whatever their runs."""
+    source = InformativeOrder(ids(60), 8, seed=3, max_skip_share=0.0)
+    walk(source, 60, 1, lambda _: SOLVED)
+    batch = source.next_prompts(60)
+    assert all(source.skip_probability(source.evidence.index(p)) > 0 for p in batch)
+    assert {source.weight(p) for p in batch} == {1.0}
+
+
+@pytest.mark.parametrize("strategy", ["seed", "spread"])
+def test_the_other_rules_never_weigh_a_prompt(strategy):
+    source = prompt_source(strategy, ids(40), 8, seed=0)
+    for _ in range(3):
+        batch = source.next_prompts(20)
+        assert {source.weight(p) for p in batch} == {1.0}
+        for i, p in enumerate(batch):
+            source.record(p, SOLVED if i % 2 else VARIED)

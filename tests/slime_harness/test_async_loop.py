@@ -22,7 +22,8 @@ from shopsimrl.slime.harness.checks import CHECKS
 from shopsimrl.slime.harness.loop import LoopSettings, run_configuration
 from shopsimrl.slime.harness.outcome import Status
 
-SETTINGS = LoopSettings(steps=24, eval_interval=5, save_interval=10, crash_at=15, tasks=400).asynchronous()
+SETTINGS = LoopSettings(steps=24, eval_interval=5, save_interval=10, crash_at=15, tasks=400,
+                        informative_tasks=100).asynchronous()
 
 
 @pytest.fixture(scope="module")

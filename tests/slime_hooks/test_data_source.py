@@ -168,3 +168,25 @@ def test_each_strategy_through_the_data_source_and_the_concentration_figures_in_
     resumed = SelectorDataSource(args, sample_cls=kit.Sample)
     resumed.load(3)
     assert resumed.selector.concentration.state_dict() == source.selector.concentration.state_dict()
+
+
+def test_the_informative_rule_s_weight_is_in_the_drawn_samples_metadata_and_the_seed_order_s_samples_have_none(args,
+                                                                                                               kit):
+    """A prompt re-tried on a run of zero-spread groups is drawn with its importance weight in every sample's
+    metadata (the reward post-process applies it); the seed order's samples are drawn as before."""
+    for selection, weighted in (("informative", True), ("seed", False)):
+        args.shopsim_selection = selection
+        source = SelectorDataSource(args, sample_cls=kit.Sample)
+        first = source.get_samples(40)  # a whole pass
+        record_generated_rollout_groups(args, finish(kit, first, lambda t: [1.0, 1.0, 1.0, 1.0]), source)
+        second = source.get_samples(20)
+        weights = [{s.metadata.get("shopsim_weight") for s in g} for g in second]
+        assert all(len(w) == 1 for w in weights)  # one weight per group
+        drawn = {w.pop() for w in weights}
+        if weighted:
+            assert drawn - {None} and all(w is None or w > 1.0 for w in drawn), drawn
+            for group in second:
+                task = group[0].metadata["task_id"]
+                assert source.selector.weight(task) == group[0].metadata.get("shopsim_weight", 1.0)
+        else:
+            assert drawn == {None}

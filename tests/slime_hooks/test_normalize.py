@@ -127,3 +127,31 @@ def test_cispo_is_std_normalized_not_raw(kit):
     _, adv = normalize_grpo_by_prompt_and_rollout(kit.args(advantage_estimator="cispo"), samples)
     assert adv == pytest.approx(grpo_advantages([0, 1, 2, 3], [1.0, 0.0, 0.0, 0.0]))
     assert adv != [1.0, 0.0, 0.0, 0.0]
+
+
+def test_a_group_s_importance_weight_multiplies_its_advantages(kit):
+    """The informative rule's weight travels in the samples' metadata (``shopsim_weight``) and scales the group's
+    advantages; a group without it weighs 1."""
+    weighted = [kit.scored(0, i, r) for i, r in enumerate([1.0, 0.0, 0.0, 1.0])]
+    for sample in weighted:
+        sample.metadata["shopsim_weight"] = 2.5
+    plain = [kit.scored(1, 4 + i, r) for i, r in enumerate([1.0, 0.0, 0.0, 1.0])]
+    _, adv = normalize_grpo_by_prompt_and_rollout(kit.args(), weighted + plain)
+    expected = grpo_advantages([0, 1, 2, 3], [1.0, 0.0, 0.0, 1.0])
+    assert adv[:4] == pytest.approx([2.5 * a for a in expected])
+    assert adv[4:] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("bad", [0.5, float("nan"), "2", True])
+def test_an_importance_weight_that_is_not_a_number_of_at_least_1_is_refused(kit, bad):
+    samples = [kit.scored(0, i, r) for i, r in enumerate([1.0, 0.0])]
+    samples[0].metadata["shopsim_weight"] = bad
+    with pytest.raises(ValueError, match="shopsim_weight"):
+        normalize_grpo_by_prompt_and_rollout(kit.args(), samples)
+
+
+def test_samples_of_one_group_with_different_weights_are_refused(kit):
+    samples = [kit.scored(0, i, r) for i, r in enumerate([1.0, 0.0])]
+    samples[0].metadata["shopsim_weight"] = 2.0
+    with pytest.raises(ValueError, match="different importance weights"):
+        normalize_grpo_by_prompt_and_rollout(kit.args(), samples)

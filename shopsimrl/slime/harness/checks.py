@@ -10,6 +10,10 @@ N/A where it does not apply:
   the asynchronous one);
 - ``batch``: every step trained ``rollout_batch_size`` groups of ``n_samples_per_prompt``;
 - ``distinct``: no prompt handed out twice in a step;
+- ``weight``: every trained sample's advantage, as slime's training actor received it, is the GRPO
+  advantage of its group's raw rewards times the importance weight its samples were drawn with
+  (1 without one); with ``SELECTION=informative`` at least one trained group must carry a weight
+  above 1 (else NOT RUN: the weight went untested);
 - ``replay``: the keep/drop decisions equal our own replay (``sampling.recorded.replay_recorded``)
   of the completions slime processed, in its order and batches, and the drop counts slime logged
   equal the replay's;
@@ -48,6 +52,8 @@ from shopsimrl.sampling.modes import WaveMode
 from shopsimrl.sampling.recorded import Finished, Opened, replay_recorded
 from shopsimrl.sampling.selector import SELECTOR_PREFIX
 from shopsimrl.slime.harness.outcome import Outcome, Status
+from shopsimrl.slime.harness.recorded_leg import finished, group_size, nothing_to_compare, trained_groups
+from shopsimrl.slime.harness.weight_check import check_weights
 from shopsimrl.slime.harness.workspace import EVAL_DATASET
 from shopsimrl.slime.samples import max_consecutive_failed_groups
 
@@ -55,34 +61,7 @@ if TYPE_CHECKING:
     from shopsimrl.slime.harness.loop import LoopSettings
 
 #: The checks of one configuration, in the order they are reported.
-CHECKS = ("loop", "batch", "distinct", "replay", "selector", "in_flight", "feedback", "metrics", "resume")
-
-
-def finished(leg: dict[str, Any] | None) -> bool:
-    return bool(leg) and leg.get("status") == 0 and isinstance(leg.get("trained"), dict)  # type: ignore[union-attr]
-
-
-def _missing(leg: dict[str, Any] | None, what: str = "the uninterrupted run") -> Outcome | None:
-    """NOT RUN when the leg did not finish or trained nothing: there is nothing to compare."""
-    if not leg:
-        return Outcome.not_run(f"{what} was not run")
-    if not finished(leg):
-        return Outcome.not_run(f"{what} did not finish (see loop)")
-    if not leg["trained"]:
-        return Outcome.not_run(f"{what} trained no step (see loop)")
-    return None
-
-
-def _n(leg: dict[str, Any]) -> int:
-    return int(leg["args"]["n_samples_per_prompt"])
-
-
-def trained_groups(leg: dict[str, Any], step: str) -> dict[int, list[int]]:
-    n = _n(leg)
-    groups: dict[int, list[int]] = defaultdict(list)
-    for index in leg["trained"][step]["sample_indices"]:
-        groups[index // n].append(index)
-    return groups
+CHECKS = ("loop", "batch", "distinct", "weight", "replay", "selector", "in_flight", "feedback", "metrics", "resume")
 
 
 def check_loop(legs: dict[str, dict[str, Any]], settings: LoopSettings) -> Outcome:
@@ -128,10 +107,10 @@ def _not_overlapped(leg: dict[str, Any], steps: int) -> list[str]:
 
 
 def check_batches(leg: dict[str, Any]) -> Outcome:
-    if missing := _missing(leg):
+    if missing := nothing_to_compare(leg):
         return missing
     problems = []
-    target, n = int(leg["args"]["rollout_batch_size"]), _n(leg)
+    target, n = int(leg["args"]["rollout_batch_size"]), group_size(leg)
     for step in sorted(leg["trained"], key=int):
         groups = trained_groups(leg, step)
         sizes = sorted({len(g) for g in groups.values()})
@@ -141,7 +120,7 @@ def check_batches(leg: dict[str, Any]) -> Outcome:
 
 
 def check_distinct(leg: dict[str, Any]) -> Outcome:
-    if missing := _missing(leg):
+    if missing := nothing_to_compare(leg):
         return missing
     problems = []
     steps = [(step, rows) for step, rows in leg.get("filtered", {}).items() if int(step) >= 0]
@@ -159,7 +138,7 @@ def check_distinct(leg: dict[str, Any]) -> Outcome:
 def check_replay(leg: dict[str, Any], waves: str) -> Outcome:
     """Our replay of the recorded step (``replay_recorded``: the completions slime filtered, in its order and
     batches) must keep the groups slime trained and count the drops slime logged."""
-    if missing := _missing(leg):
+    if missing := nothing_to_compare(leg):
         return missing
     problems: list[str] = []
     mode = WaveMode.parse(waves)
@@ -225,7 +204,7 @@ def _event_runs(events: list[list[Any]]) -> list[tuple[str, list[list[Any]]]]:
 
 
 def check_selector(leg: dict[str, Any]) -> Outcome:
-    if missing := _missing(leg):
+    if missing := nothing_to_compare(leg):
         return missing
     if leg["args"].get("data_source_path") != "shopsimrl.slime.data_source.SelectorDataSource":
         return Outcome.not_applicable("slime's own data source in this configuration: no selector of ours")
@@ -250,7 +229,7 @@ def check_feedback(leg: dict[str, Any]) -> Outcome:
     In ``train_async.py`` step k + 1 is generated while step k trains; step k's groups are recorded when its
     rollout ends, so step k + 2 must already pick with them (``train.py``: step k + 1 does too).
     """
-    if missing := _missing(leg):
+    if missing := nothing_to_compare(leg):
         return missing
     if leg["args"].get("data_source_path") != "shopsimrl.slime.data_source.SelectorDataSource":
         return Outcome.not_applicable("slime's own data source in this configuration: no selector of ours")
@@ -284,7 +263,7 @@ def check_in_flight(leg: dict[str, Any]) -> Outcome:
     In ``train_async.py`` rollout k + 1 draws while step k trains: each draw must miss what the data source
     still has in flight (the selector's own set, read before the draw) and what that step already handed out.
     """
-    if missing := _missing(leg):
+    if missing := nothing_to_compare(leg):
         return missing
     draws = [d for d in leg.get("draws", []) if int(d[0]) >= 0]
     if not draws:
@@ -318,7 +297,7 @@ def documented_eval_keys(dataset: str) -> set[str]:
 
 
 def check_metrics(leg: dict[str, Any]) -> Outcome:
-    if missing := _missing(leg):
+    if missing := nothing_to_compare(leg):
         return missing
     problems = []
     selector = leg["args"].get("data_source_path") == "shopsimrl.slime.data_source.SelectorDataSource"
@@ -342,7 +321,7 @@ def check_metrics(leg: dict[str, Any]) -> Outcome:
 
 def check_resume(legs: dict[str, dict[str, Any]], settings: LoopSettings, base: Path) -> Outcome:
     full, resume = legs.get("full"), legs.get("resume")
-    if missing := _missing(full) or _missing(resume, "the resumed run"):
+    if missing := nothing_to_compare(full) or nothing_to_compare(resume, "the resumed run"):
         return missing
     problems = []
     for step in range(settings.resume_from, settings.steps):
@@ -423,6 +402,7 @@ def checks(legs: dict[str, dict[str, Any]], waves: str, settings: LoopSettings, 
         "loop": check_loop(legs, settings),
         "batch": check_batches(full),
         "distinct": check_distinct(full),
+        "weight": check_weights(full),
         "replay": check_replay(full, waves),
         "selector": check_selector(full),
         "in_flight": check_in_flight(full),

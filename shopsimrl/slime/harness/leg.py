@@ -42,7 +42,7 @@ from shopsimrl.slime.harness.children import die_with_parent
 from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
 from shopsimrl.slime.harness.world import EPISODES
 from shopsimrl.slime.launch import TrainConfig
-from shopsimrl.slime.samples import reward_key
+from shopsimrl.slime.samples import WEIGHT_KEY, reward_key
 
 EXIT_CRASHED = 3
 #: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths
@@ -74,6 +74,7 @@ class Recorder:
         self.trained: dict[int, dict[str, Any]] = {}
         self.filtered: dict[int, list[list[Any]]] = {}  # rollout id -> [[batch, group_index, task, verdict], ...]
         self.handed_out: dict[int, list[list[Any]]] = {}  # rollout id -> [[group_index, task], ...] (our data source)
+        self.weights: dict[int, float] = {}  # sample index -> the importance weight it was drawn with (our data source)
         self.events: dict[int, list[list[Any]]] = {}  # rollout id -> ["hand", gi] / ["filter", batch, gi, verdict], in order
         self.recorded: dict[int, int] = {}  # rollout id -> groups the selector recorded (or released)
         # ["hand", rollout id] / ["record", rollout id] / ["train", rollout id], in the order they happened
@@ -107,6 +108,7 @@ class Recorder:
             "trained": {str(k): v for k, v in self.trained.items()},
             "filtered": {str(k): v for k, v in self.filtered.items()},
             "handed_out": {str(k): v for k, v in self.handed_out.items()},
+            "weights": {str(k): v for k, v in self.weights.items()},
             "events": {str(k): v for k, v in self.events.items()},
             "recorded": {str(k): v for k, v in self.recorded.items()},
             "feedback": self.feedback,
@@ -149,6 +151,8 @@ def _observe(recorder: Recorder) -> None:
         recorder.events.setdefault(rid, []).extend(["hand", group[0].group_index] for group in groups)
         recorder.feedback.append(["hand", rid])
         recorder.draws.append([rid, [_task(group[0]) for group in groups], flying])
+        recorder.weights.update((sample.index, float((sample.metadata or {}).get(WEIGHT_KEY, 1.0)))
+                                for group in groups for sample in group)
         return groups
 
     SelectorDataSource.get_samples = observed_get
@@ -199,9 +203,14 @@ def _observe(recorder: Recorder) -> None:
         for part in parts:  # each rank gets its partition (positions in the step) of the split keys
             for position, index in zip(part["partition"], part["sample_indices"]):
                 indices[int(position)] = int(index)
+        advantages = [0.0] * len(rewards)  # slime's "rewards" after our post-process, partitioned like the indices
+        for part in parts:
+            for position, value in zip(part["partition"], part["rewards"]):
+                advantages[int(position)] = float(value)
         order = sorted(range(len(indices)), key=indices.__getitem__)
         recorder.trained[rollout_id] = {"sample_indices": [indices[i] for i in order],
-                                        "raw_reward": [rewards[i] for i in order]}
+                                        "raw_reward": [rewards[i] for i in order],
+                                        "advantages": [advantages[i] for i in order]}
         recorder.feedback.append(["train", rollout_id])
         manager = _rollout_manager()
         selector = getattr(getattr(manager, "data_source", None), "selector", None)
