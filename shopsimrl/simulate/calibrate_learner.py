@@ -207,8 +207,8 @@ def rank_agrees(simulated: Mapping[str, float], learner_by_seed: Mapping[str, Se
 
 #: The learner's final held-out success per run on the report seeds 0-4, three runs each (``benchmarks/results/
 #: selection.json``, products_2000, ``--repeats 3``, the informative rule with its importance weight: val+test, 16
-#: episodes per task; runs in the order seed 0, its repetitions, seed 1, ...): the order the simulator must reproduce, each run paired with seed/fixed's of the same
-#: seed and repetition.
+#: episodes per task; runs in the order seed 0, its repetitions, seed 1, ...): the order the simulator must
+#: reproduce, each run paired with seed/fixed's of the same seed and repetition.
 LEARNER_FINAL_BY_SEED: dict[str, tuple[float, ...]] = {
     "seed/fixed": (0.88125, 0.890625, 0.890625, 0.8828125, 0.8828125, 0.8828125, 0.8828125, 0.8828125, 0.875, 0.8875, 0.878125, 0.878125, 0.884375, 0.884375, 0.884375),
     "spread/fixed": (0.7171875, 0.73125, 0.728125, 0.7390625, 0.7328125, 0.7828125, 0.7328125, 0.75625, 0.7453125, 0.746875, 0.7203125, 0.7390625, 0.75, 0.703125, 0.7078125),
