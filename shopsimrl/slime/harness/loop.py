@@ -54,8 +54,9 @@ class LoopSettings:
 
     @classmethod
     def full_size(cls) -> LoopSettings:
-        """The launcher's own step (16 groups of 8, one wave of 16) over 1,600 prompts: for the figures."""
-        return cls(tasks=1600, env={})
+        """The launcher's own step (16 groups of 8, one wave of 16) over 1,600 prompts, every configuration: for the
+        figures."""
+        return cls(tasks=1600, informative_tasks=1600, env={})
 
     def asynchronous(self) -> LoopSettings:
         """The same legs through slime's ``train_async.py`` (``ASYNC=1``)."""
