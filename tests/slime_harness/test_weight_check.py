@@ -42,3 +42,10 @@ def test_samples_of_one_group_drawn_with_different_weights_fail():
 @pytest.mark.parametrize(("selection", "status"), [("informative", Status.NOT_RUN), ("seed", Status.PASS)])
 def test_an_informative_run_that_trained_no_weighted_group_is_not_a_pass(selection, status):
     assert check_weights(leg(plain(), {}, selection)).status is status
+
+
+@pytest.mark.parametrize("args", [{"rewards_normalization": False}, {"advantage_estimator": "ppo"}])
+def test_a_run_whose_advantages_are_not_grpo_s_is_not_applicable(args):
+    recorded = leg(plain(), {})
+    recorded["args"].update(args)
+    assert check_weights(recorded).status is Status.NOT_APPLICABLE

@@ -45,9 +45,11 @@ from shopsimrl.slime.launch import TrainConfig
 from shopsimrl.slime.samples import WEIGHT_KEY, reward_key
 
 EXIT_CRASHED = 3
-#: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths
+#: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths, the
+#: reward normalization the ``weight`` check recomputes
 RECORDED_ARGS = ("shopsim_", "partial_rollout", "rollout_batch", "n_samples", "over_sampling", "eval_interval",
-                 "start_rollout_id", "num_rollout", "data_source_path", "rollout_function_path", "eval_function_path")
+                 "start_rollout_id", "num_rollout", "data_source_path", "rollout_function_path", "eval_function_path",
+                 "rewards_normalization", "grpo_std_normalization", "advantage_estimator")
 
 
 def _jsonable(value: Any) -> Any:

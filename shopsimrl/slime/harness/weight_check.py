@@ -14,8 +14,8 @@ def check_weights(leg: dict[str, Any]) -> Outcome:
     if missing := nothing_to_compare(leg):
         return missing
     args = leg["args"]
-    if not args.get("rewards_normalization", True):
-        return Outcome.not_applicable("rewards normalization is off: slime trains on the raw rewards")
+    if not args.get("rewards_normalization", True) or args.get("advantage_estimator", "grpo") != "grpo":
+        return Outcome.not_applicable("the advantages are not GRPO's group-normalized rewards in this run")
     if any("advantages" not in row for row in leg["trained"].values()):
         return Outcome.not_run("the training actor's advantages were not recorded")
     weights = {int(k): float(v) for k, v in leg.get("weights", {}).items()}
