@@ -31,8 +31,8 @@ def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> t
     ``group_index`` (slime reshapes by position).  Without ``group_index``, unique rollouts
     are chunked by ``n_samples_per_prompt`` in order, as slime's reshape does.
     A group whose samples carry an importance weight (``shopsim_weight`` metadata, the informative
-    rule's) has its advantages multiplied by it.  ``--disable-rewards-normalization`` returns the raw rewards; ``--disable-grpo-std-normalization``
-    keeps the centering but not the std division.
+    rule's) has its advantages multiplied by it.  ``--disable-rewards-normalization`` returns the raw
+    rewards; ``--disable-grpo-std-normalization`` keeps the centering but not the std division.
     """
     flat = list(iter_samples(samples))
     key = reward_key(args)

@@ -42,7 +42,7 @@ from shopsimrl.slime.harness.children import die_with_parent
 from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
 from shopsimrl.slime.harness.world import EPISODES
 from shopsimrl.slime.launch import TrainConfig
-from shopsimrl.slime.samples import WEIGHT_KEY, reward_key
+from shopsimrl.slime.samples import reward_key, sample_weight
 
 EXIT_CRASHED = 3
 #: slime's parsed args the checks read (by prefix): our custom-config keys, the sampling knobs, the hook paths, the
@@ -153,8 +153,7 @@ def _observe(recorder: Recorder) -> None:
         recorder.events.setdefault(rid, []).extend(["hand", group[0].group_index] for group in groups)
         recorder.feedback.append(["hand", rid])
         recorder.draws.append([rid, [_task(group[0]) for group in groups], flying])
-        recorder.weights.update((sample.index, float((sample.metadata or {}).get(WEIGHT_KEY, 1.0)))
-                                for group in groups for sample in group)
+        recorder.weights.update((sample.index, sample_weight(sample)) for group in groups for sample in group)
         return groups
 
     SelectorDataSource.get_samples = observed_get
@@ -202,12 +201,10 @@ def _observe(recorder: Recorder) -> None:
         parts = data["parts"]
         rewards = [float(r) for r in parts[0]["raw_reward"]]  # slime sends the whole step's raw rewards to every rank
         indices = [0] * len(rewards)
+        advantages = [0.0] * len(rewards)  # slime's "rewards": the advantages our post-process returned
         for part in parts:  # each rank gets its partition (positions in the step) of the split keys
-            for position, index in zip(part["partition"], part["sample_indices"]):
+            for position, index, value in zip(part["partition"], part["sample_indices"], part["rewards"]):
                 indices[int(position)] = int(index)
-        advantages = [0.0] * len(rewards)  # slime's "rewards" after our post-process, partitioned like the indices
-        for part in parts:
-            for position, value in zip(part["partition"], part["rewards"]):
                 advantages[int(position)] = float(value)
         order = sorted(range(len(indices)), key=indices.__getitem__)
         recorder.trained[rollout_id] = {"sample_indices": [indices[i] for i in order],
