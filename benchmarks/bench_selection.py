@@ -11,6 +11,14 @@ Two regimes, each strategy a real ``shopsimrl rollout --learner grpo --eval-ever
   epoch): seed/fixed against informative/adaptive on seeds 0-2, judged on the 200 val tasks
   with 4 sampled episodes per task (800 episodes per evaluation).
 
+**One budget of generated episodes.**  seed/fixed runs ``steps`` (30) steps, every one a whole wave:
+``steps × 32 × 8`` = 7,680 generated episodes, the budget.  A strategy with adaptive waves spends fewer
+per step, so it runs more steps (up to ``max_steps``) and is judged on the steps within that budget: its
+figures count the steps whose generated episodes stay within it, and its curve goes up to its first
+evaluation at or past it (so its success at 7,680 episodes is interpolated, never extrapolated).  The most
+trainings of one prompt are counted in the first ``steps`` steps (the issue's "in 30 steps"), and beside
+that within the budget.
+
 Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same
 eval episodes): per-seed differences and their median, at equal generated episodes (each
 run's sampled eval success interpolated linearly between its evaluations, at seed/fixed's
@@ -46,6 +54,7 @@ from statistics import median
 from typing import Any
 
 from benchmarks.common import machine, publish
+from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT, DEFAULT_OVER_SAMPLING_BATCH_SIZE
 
 PREFIX = "rollout/shopsim/"
 EVAL = "eval/shopsim/"
@@ -71,6 +80,16 @@ class Regime:
     steps: int = 30
     eval_every: int = 5
     repeats: int = 1  # runs per (strategy, seed): each repetition is paired with seed/fixed's of the same number
+    max_steps: int = 48  # the most steps a strategy with adaptive waves runs to spend the budget
+
+    @property
+    def budget(self) -> float:
+        """Generated episodes every strategy may spend: seed/fixed's ``steps`` whole waves."""
+        return float(self.steps * DEFAULT_OVER_SAMPLING_BATCH_SIZE * DEFAULT_N_SAMPLES_PER_PROMPT)
+
+    def steps_of(self, strategy: str) -> int:
+        """Steps run: ``steps`` with whole waves (they spend the budget exactly), else ``max_steps``."""
+        return self.max_steps if strategy.split("/")[1] == "adaptive" else self.steps
 
 
 REGIMES = (
@@ -79,7 +98,7 @@ REGIMES = (
            16),
     Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), (0, 1, 2), "val", 4),
 )
-QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10)
+QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10, max_steps=16)
 
 
 def run_argv(regime: Regime, strategy: str, seed: int, out: Path, name: str) -> list[str]:
@@ -87,7 +106,7 @@ def run_argv(regime: Regime, strategy: str, seed: int, out: Path, name: str) -> 
     selection, waves, *siblings = strategy.split("/")
     return ["rollout", *(["--siblings", *siblings] if siblings else []), "--learner", "grpo",
             "--eval-every", str(regime.eval_every), "--eval-samples", str(regime.eval_samples),
-            "--eval-split", regime.eval_split, "--steps", str(regime.steps), "--seed", str(seed),
+            "--eval-split", regime.eval_split, "--steps", str(regime.steps_of(strategy)), "--seed", str(seed),
             "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
             "--no-timeline", "--view", "plain", *(["--products", str(regime.products)] if regime.products else [])]
 
@@ -145,10 +164,16 @@ def to_reach(points: Sequence[dict[str, float]], success: float, axis: str = "ep
     return points[-1][axis] if points and points[-1]["success"] >= success else None
 
 
-def trained_groups(run: Path) -> list[tuple[int, str]]:
-    """(step, task) of every group the trainer got, from each step's ``batch.jsonl``."""
+def step_of(folder: Path) -> int:
+    return int(folder.name.split("-")[1])
+
+
+def trained_groups(run: Path, last_step: int | None = None) -> list[tuple[int, str]]:
+    """(step, task) of every group the trainer got, from each step's ``batch.jsonl`` (up to ``last_step``)."""
     groups: set[tuple[int, int, str]] = set()
     for batch in run.glob("step-*/batch.jsonl"):
+        if last_step is not None and step_of(batch.parent) > last_step:
+            continue
         for line in batch.read_text().splitlines():
             if line:
                 row = json.loads(line)
@@ -156,11 +181,13 @@ def trained_groups(run: Path) -> list[tuple[int, str]]:
     return [(step, task) for step, _index, task in sorted(groups)]
 
 
-def starts(run: Path) -> list[str]:
-    """Every task started, in order (the waves and refills of ``events.jsonl``, step by step)."""
+def starts(run: Path, last_step: int | None = None) -> list[str]:
+    """Every task started, in order (the waves and refills of ``events.jsonl``, step by step, up to ``last_step``)."""
     out: list[str] = []
-    steps = sorted(run.glob("step-*/events.jsonl"), key=lambda p: int(p.parent.name.split("-")[1]))
+    steps = sorted(run.glob("step-*/events.jsonl"), key=lambda p: step_of(p.parent))
     for events in steps:
+        if last_step is not None and step_of(events.parent) > last_step:
+            break
         for line in events.read_text().splitlines():
             event = json.loads(line) if line else {}
             if event.get("event") == "wave":
@@ -168,12 +195,14 @@ def starts(run: Path) -> list[str]:
     return out
 
 
-def spread_calibration(run: Path, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+def spread_calibration(run: Path, rows: Sequence[dict[str, Any]], last_step: int | None = None) -> dict[str, float]:
     """Why adaptive waves save little or much: the share of decided groups that had spread, against the mean
     chance of spread the prompt source predicted for the prompts it handed out (step by step, then averaged).  A
     sizer fills a batch of 16 from a budget of 32 groups only when that share is at least one half."""
     varied = decided = 0
     for events in run.glob("step-*/events.jsonl"):
+        if last_step is not None and step_of(events.parent) > last_step:
+            continue
         for line in events.read_text().splitlines():
             event = json.loads(line) if line else {}
             if event.get("event") == "decision":
@@ -185,21 +214,41 @@ def spread_calibration(run: Path, rows: Sequence[dict[str, Any]]) -> dict[str, f
             **({"predicted_spread_mean": sum(predicted) / len(predicted)} if predicted else {})}
 
 
-def concentration(run: Path, train_tasks: int) -> dict[str, float]:
-    """How the trained groups spread over the prompts (the issue's concentration figures)."""
+def most_trainings(groups: Sequence[tuple[int, str]]) -> list[int]:
+    """Trainings per prompt, most first."""
     counts: dict[str, int] = {}
-    for _step, task in trained_groups(run):
+    for _step, task in groups:
         counts[task] = counts.get(task, 0) + 1
-    ranked = sorted(counts.values(), reverse=True)
-    started = starts(run)
-    window = started[-train_tasks:]
-    return {"max_trainings_per_prompt": float(ranked[0]), "top10_share": sum(ranked[:10]) / sum(ranked),
-            "distinct_prompts_trained": float(len(counts)),
+    return sorted(counts.values(), reverse=True)
+
+
+def concentration(run: Path, train_tasks: int, steps: int | None = None, last_step: int | None = None) -> dict[str, float]:
+    """How the trained groups spread over the prompts (the issue's concentration figures): the most trainings of
+    one prompt in the first ``steps`` steps (the issue's count), the rest over the steps up to ``last_step``."""
+    ranked = most_trainings(trained_groups(run, last_step))
+    first = most_trainings(trained_groups(run, steps)) if steps is not None else ranked
+    window = starts(run, last_step)[-train_tasks:]
+    return {"max_trainings_per_prompt": float(first[0]), "max_trainings_within_budget": float(ranked[0]),
+            "top10_share": sum(ranked[:10]) / sum(ranked), "distinct_prompts_trained": float(len(ranked)),
             "distinct_per_train_size_starts_last": float(len(set(window))), "starts_window": float(len(window))}
 
 
-def figures(run: Path) -> dict[str, Any]:
-    rows = read_rows(run)
+def within(rows: Sequence[dict[str, Any]], budget: float) -> list[dict[str, Any]]:
+    """The rows of the steps whose generated episodes, summed from the first step, stay within ``budget``."""
+    spent, kept = 0.0, []
+    for row in rows:
+        spent += row[PREFIX + "waste/episodes_submitted"]
+        if spent > budget and kept:
+            break
+        kept.append(row)
+    return kept
+
+
+def figures(run: Path, budget: float | None = None, steps: int | None = None) -> dict[str, Any]:
+    """One run's figures; with ``budget``, over the steps within that many generated episodes (the curve up to
+    its first evaluation at or past it); the most trainings of one prompt over the first ``steps`` steps."""
+    every = read_rows(run)
+    rows = within(every, budget) if budget is not None else every
     config = json.loads((run / "run.json").read_text())
 
     def total(key: str) -> float:
@@ -207,14 +256,20 @@ def figures(run: Path) -> dict[str, Any]:
 
     episodes = total("waste/episodes_submitted")
     informative = total("waste/groups_kept") - total("step/fallback_group_count")
-    points = curve(rows)
+    points = curve(every)
+    if budget is not None:
+        past = next((j for j, p in enumerate(points) if p["episodes"] >= budget), len(points) - 1)
+        points = points[:past + 1]
+    last_step = int(rows[-1]["step"])
+    final = at(points, budget) if budget is not None and points[-1]["episodes"] > budget else None
     train_tasks = int(config.get("train_tasks") or 0) or len({t for _s, t in trained_groups(run)})
     emitted = {k.removeprefix(PREFIX + "concentration/"): v for k, v in rows[-1].items()
                if k.startswith(PREFIX + "concentration/")}
     return {
         "first_eval_success": points[0]["success"],
-        "final_eval_success": points[-1]["success"],
-        "final_eval_greedy_success": points[-1]["greedy"],
+        "final_eval_success": points[-1]["success"] if final is None else final,
+        "steps_within_budget": float(last_step),
+        "final_eval_greedy_success": points[-1 if final is None else -2]["greedy"],  # the last within the budget
         "generated_episodes": episodes,
         "env_steps": total("waste/env_steps_submitted"),
         "rollout_wall_s": total("step/wall_seconds"),
@@ -222,8 +277,8 @@ def figures(run: Path) -> dict[str, Any]:
         "informative_per_1k_generated_episodes": 1000.0 * informative / episodes,
         "generated_per_trained_episode": episodes / total("waste/episodes_kept"),
         "rollout_success_rate_last_5_steps": sum(row[PREFIX + "success_rate"] for row in rows[-5:]) / 5,
-        **concentration(run, train_tasks),
-        **spread_calibration(run, rows),
+        **concentration(run, train_tasks, steps, last_step),
+        **spread_calibration(run, rows, last_step),
         **({"emitted_concentration_last_step": emitted} if emitted else {}),
         "curve": points,
     }
@@ -363,10 +418,10 @@ def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[str, dic
         key = run_key(seed, repetition)
         name = f"{strategy.replace('/', '-')}-{key}"
         run = root / name
-        if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps:
+        if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps_of(strategy):
             shutil.rmtree(run, ignore_errors=True)
             run_one(run_argv(regime, strategy, seed, root, name), root / f"{name}.log")
-        result = figures(run)
+        result = figures(run, regime.budget, regime.steps)
         for traces in run.glob("step-*/traces"):
             shutil.rmtree(traces, ignore_errors=True)  # the largest part of a run folder; nothing here reads it
         print(f"{regime.name} {name}: final {result['final_eval_success']:.3f}, inf/1k "
@@ -389,7 +444,7 @@ def main(quick: bool = False, *, seeds: Sequence[int] | None = None, only: Seque
         regimes = [r for r in regimes if r.name in only]
     if seeds or strategies or repeats != 1:
         regimes = [Regime(r.name, r.products, tuple(strategies or r.strategies), tuple(seeds or r.seeds), r.eval_split,
-                          r.eval_samples, r.steps, r.eval_every, repeats) for r in regimes]
+                          r.eval_samples, r.steps, r.eval_every, repeats, r.max_steps) for r in regimes]
     results: dict[str, Any] = {
         "machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "wall_time": "rollout_wall_s sums rollout/shopsim/step/wall_seconds (measured, noisy on a shared machine); "
@@ -400,7 +455,8 @@ def main(quick: bool = False, *, seeds: Sequence[int] | None = None, only: Seque
         for regime in regimes:
             runs = run_regime(regime, base / regime.name, jobs)
             results["regimes"][regime.name] = {
-                "products": regime.products or "default", "steps": regime.steps, "seeds": list(regime.seeds),
+                "products": regime.products or "default", "steps": regime.steps, "max_steps": regime.max_steps,
+                "budget_episodes": regime.budget, "seeds": list(regime.seeds),
                 "repeats": regime.repeats,
                 "eval": {"every": regime.eval_every, "samples_per_task": regime.eval_samples,
                          "split": regime.eval_split},

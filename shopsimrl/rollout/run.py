@@ -132,8 +132,8 @@ async def run_rollout(
         knobs=config.knobs,
         runner=runner,
         source=source if source is not None else prompt_source(
-            config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, explore_horizon_epochs=horizon,
-            clusters=clusters),
+            config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, waves=config.waves,
+            explore_horizon_epochs=horizon, clusters=clusters),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,

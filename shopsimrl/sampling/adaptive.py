@@ -108,19 +108,23 @@ class AdaptiveWaves:
         in_flight_chances: Sequence[float],
         next_chance: Callable[[int], float],
         submitted: int = 0,
+        skipped: Callable[[], int] = lambda: 0,
     ) -> int:
         """Groups to submit now.
 
         ``in_flight_chances``: each group in flight's predicted chance of spread (``q``);
         ``next_chance(j)``: that of the ``j``-th group we add (the sizer takes the
         selector's next prompt there); ``submitted``: groups already submitted this
-        step.  Always enough to keep ``kept + in_flight >= target`` (slime's
+        step; ``skipped()``: turns of the prompt order the source has skipped this step so
+        far (asked again after every pick, since picking may skip).  Always enough to keep ``kept + in_flight >= target`` (slime's
         invariant ``remaining >= target``: where slime opens a new wave); beyond
         that, more while the expected informative groups in flight fall short of
-        the missing number plus the cushion, as long as the step's submissions
-        stay within ``max_in_flight`` (one wave's worth, slime's
-        ``over_sampling_batch_size``).  Past that budget the fallback takes over,
-        exactly as after slime's first wave.
+        the missing number plus the cushion, as long as the step's submissions and
+        skipped turns stay within ``max_in_flight`` (one wave's worth, slime's
+        ``over_sampling_batch_size``): a skipped turn costs the budget what a group
+        costs, so a step walks at most the seed order's wave of turns and a skip saves
+        episodes rather than speeding the epoch passes.  Past that budget the fallback
+        takes over, exactly as after slime's first wave.
         """
         needed = self.target - kept
         if needed <= 0:
@@ -129,7 +133,7 @@ class AdaptiveWaves:
         expected = sum(min(1.0, max(0.0, q)) for q in in_flight_chances)
         goal = needed + self.cushion
         add = 0
-        while count < needed or (submitted + add < self.max_in_flight and expected < goal):
+        while count < needed or (submitted + skipped() + add < self.max_in_flight and expected < goal):
             expected += min(1.0, max(0.0, next_chance(add)))
             count += 1
             add += 1
@@ -141,6 +145,7 @@ class AdaptiveWaves:
         in_flight_chances: Sequence[float],
         pick: Callable[[], tuple[T, float]],
         submitted: int = 0,
+        skipped: Callable[[], int] = lambda: 0,
     ) -> list[tuple[T, float]]:
         """:meth:`refill_size`'s rule, returning what to submit: ``pick()`` gives the next item to
         start and its predicted chance of spread; the result is every item picked, with it."""
@@ -150,5 +155,5 @@ class AdaptiveWaves:
             chosen.append(pick())
             return chosen[-1][1]
 
-        self.refill_size(kept, in_flight_chances, next_chance, submitted)
+        self.refill_size(kept, in_flight_chances, next_chance, submitted, skipped)
         return chosen

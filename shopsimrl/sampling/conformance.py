@@ -10,6 +10,7 @@ source through each promise and raises :class:`SourceContractError` naming the f
 - ``predicted_zero_spread`` / ``predicted_logit``: ``None``, or a probability / a finite mean and a
   variance >= 0;
 - ``weight``: a finite number >= 1 for every prompt in flight;
+- ``skipped_turns``: an integer >= 0 that never decreases (adaptive waves count a step's skips by it);
 - ``settle`` and ``release`` take a prompt out of flight: it can be handed out again;
 - a whole step, fixed and adaptive waves (:func:`~shopsimrl.sampling.step.new_step`), never starts one
   prompt twice, and every prompt it started is out of flight once it closed.
@@ -81,6 +82,8 @@ def _hand_out_twice(source: PromptSource, k: int) -> None:
 def _one_step(source: PromptSource, waves: str, seed: int) -> None:
     """A step of random results: no prompt started twice; none in flight once closed (the next ask sees all)."""
     rng = random.Random(seed)
+    skipped = source.skipped_turns
+    _require(isinstance(skipped, int) and skipped >= 0, f"skipped_turns must be an integer >= 0, got {skipped!r}")
     step = new_step(4, 8, 4, source=source, waves=waves, max_consecutive_failed_groups=10**6)
     started: list[Any] = []
     flying: list[int] = []
@@ -99,6 +102,8 @@ def _one_step(source: PromptSource, waves: str, seed: int) -> None:
         rewards = None if kind is Verdict.TECHNICAL else ([0.0, 1.0] if kind is Verdict.VARIED else [1.0, 1.0])
         act(step.finished([(index, kind, rewards)]))
     step.close()
+    _require(isinstance(source.skipped_turns, int) and source.skipped_turns >= skipped,
+             f"skipped_turns went from {skipped} to {source.skipped_turns!r} in a step: it must never decrease")
     twice = {str(p) for p in started if started.count(p) > 1}
     _require(not twice, f"a {waves}-wave step started prompts twice: {sorted(twice)}")
     _hand_out_twice(source, 2)

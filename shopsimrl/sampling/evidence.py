@@ -95,7 +95,7 @@ class Evidence:
             self.cluster_labels, self.cluster_of = cluster_indices(ids, clusters)
         self.model = SkillModel(count, self.prior_sd, self.cluster_of)
         self.observed = [0] * count  # groups recorded (or released with rewards)
-        self.zero_streak = [0] * count  # consecutive zero-spread groups, up to the last one observed
+        self.solved_streak = [0] * count  # consecutive solved groups (every sibling at the top reward), up to the last
         self.chosen = bytearray(count)  # ever handed out
         self.chosen_count = 0
         self.in_flight: set[int] = set()
@@ -171,7 +171,7 @@ class Evidence:
             if self.book is not None:
                 self.book.first_observation(i, zero)
         self.observed[i] += 1
-        self.zero_streak[i] = self.zero_streak[i] + 1 if zero else 0
+        self.solved_streak[i] = self.solved_streak[i] + 1 if zero and min(values) >= 1.0 else 0
 
     def _first_try(self, n: int, successes: float) -> None:
         """A prompt's first group, for the population of first tries (successes rounded: a partial reward)."""
@@ -239,7 +239,7 @@ class Evidence:
             else [self.cluster_labels[c] for c in self.cluster_of],
             "model": self.model.state_dict(),
             "observed": list(self.observed),
-            "zero_streak": list(self.zero_streak),
+            "solved_streak": list(self.solved_streak),
             "chosen": list(self.chosen),
             "in_flight": sorted(self.in_flight),
             "cluster_book": None if self.book is None else self.book.state_dict(),
@@ -253,12 +253,12 @@ class Evidence:
         ev = cls(state["prompt_ids"], state["n_samples_per_prompt"], state["seed"], prior_sd=state["prior_sd"],
                  clusters=state.get("clusters"))
         count = len(ev.ids)
-        for name in ("observed", "zero_streak", "chosen"):
+        for name in ("observed", "solved_streak", "chosen"):
             if len(state[name]) != count:
                 raise ValueError(f"prompt source state: {name} has {len(state[name])} entries for {count} prompts")
         ev.model.load_state_dict(state["model"])
         ev.observed = [int(x) for x in state["observed"]]
-        ev.zero_streak = [int(x) for x in state["zero_streak"]]
+        ev.solved_streak = [int(x) for x in state["solved_streak"]]
         ev.chosen = bytearray(state["chosen"])
         ev.chosen_count = sum(ev.chosen)
         ev.in_flight = {int(i) for i in state["in_flight"]}

@@ -28,9 +28,9 @@ from shopsimrl.sampling.evidence import Evidence
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.sampling.modes import Strategy
 
-#: Version of every prompt source's ``state_dict`` (5: the evidence and the rule's state apart, the zero-spread
-#: runs, the concentration counts, the informative and spread rules).
-STATE_VERSION = 5
+#: Version of every prompt source's ``state_dict`` (6: the evidence and the rule's state apart, the solved runs,
+#: the concentration counts, the informative and spread rules, the skipped turns).
+STATE_VERSION = 6
 
 
 def epoch_order(count: int, seed: int, epoch: int) -> list[int]:
@@ -55,6 +55,9 @@ class Picker:
     """A prompt source: the evidence, one rule over it, the concentration counts (see the module docstring)."""
 
     strategy: ClassVar[Strategy | str]
+    #: Turns of the order skipped since the source began (an adaptive step counts them against its budget).  0 for
+    #: a rule that never skips.
+    skipped_turns: int = 0
 
     def __init__(
         self,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from shopsimrl.sampling.informative import InformativeOrder
-from shopsimrl.sampling.modes import Strategy
+from shopsimrl.sampling.informative import InformativeOrder, skip_share_for_waves
+from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, Strategy, WaveMode
 from shopsimrl.sampling.order import SeedOrder
 from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.spread import SpreadPicker
@@ -28,6 +28,10 @@ STRATEGY_RULES: dict[Strategy, type[Picker]] = {
 
 class PromptSource(Protocol):
     """Hands out prompts to start and hears back what became of each (at step end)."""
+
+    #: Turns of the prompt order skipped since the source began, never decreasing (0 for a rule that never skips):
+    #: adaptive waves count the turns a step skips against its budget.
+    skipped_turns: int
 
     def next_prompts(self, k: int) -> list[Hashable]:
         """``k`` distinct prompts, none in flight (a fixed wave)."""
@@ -66,10 +70,13 @@ def prompt_source(
     n_samples_per_prompt: int,
     seed: int = 0,
     *,
+    waves: WaveMode | str = DEFAULT_WAVE_MODE,
     explore_horizon_epochs: float | None = None,
     clusters: Mapping[Hashable, Hashable] | Sequence[Hashable] | None = None,
 ) -> Picker:
-    """The prompt source of ``strategy`` (``ValueError`` naming the choices for an unknown one).
+    """The prompt source of ``strategy`` (``ValueError`` naming the choices for an unknown one) for steps of the
+    wave mode ``waves``: the informative rule's share of a pass it may skip is the wave mode's
+    (``skip_share_for_waves``).
 
     ``explore_horizon_epochs`` paces the spread rule's exploration (see ``horizon_for_waves``; the other rules
     walk the seed's order and need none).  ``clusters``: each prompt's cluster label, when known (the spread rule
@@ -78,6 +85,9 @@ def prompt_source(
     if rule is SpreadPicker:
         return SpreadPicker(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=explore_horizon_epochs,
                             clusters=clusters)
+    if rule is InformativeOrder:
+        return InformativeOrder(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters,
+                                max_skip_share=skip_share_for_waves(waves))
     return rule(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters)
 
 

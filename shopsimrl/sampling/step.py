@@ -166,18 +166,23 @@ class FixedWaves:
 
 class AdaptiveRefills:
     """Adaptive waves: the refill rule of :class:`~shopsimrl.sampling.adaptive.AdaptiveWaves`, each prompt
-    chosen (with its predicted chance of spread) as it is added."""
+    chosen (with its predicted chance of spread) as it is added; the turns the source skips count against the
+    step's budget (the source's ``skipped_turns`` since the step's first refill)."""
 
     after_every_completion = True
 
     def __init__(self, rule: AdaptiveWaves, n_samples_per_prompt: int) -> None:
         self.rule = rule
         self.siblings = range(n_samples_per_prompt)
+        self._skipped_before: int | None = None  # the source's skipped turns when the step began
 
     def open(self, controller: WaveController, source: PromptSource,
              spread_chance: dict[int, float]) -> list[Start]:
+        if self._skipped_before is None:
+            self._skipped_before = source.skipped_turns
+        before = self._skipped_before
         picks = self.rule.choose(len(controller.kept), [spread_chance[i] for i in controller.in_flight],
-                                 source.next_prompt, controller.submitted)
+                                 source.next_prompt, controller.submitted, lambda: source.skipped_turns - before)
         if not picks:
             return []
         new = controller.refill(len(picks))

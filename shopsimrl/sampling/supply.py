@@ -52,6 +52,8 @@ class SupplyOrder:
 
     ``size``: the supply's length (``None``: no end, the groups of a recorded step, named by their index)."""
 
+    skipped_turns = 0  # it skips nothing
+
     def __init__(self, size: int | None) -> None:
         self.size = size
         self.handed = 0

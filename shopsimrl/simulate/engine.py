@@ -199,8 +199,8 @@ def simulate_run(
     elif selection == Oracle.SEEN:
         selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     else:
-        selector = prompt_source(selection, w.prompt_ids, n, seed, explore_horizon_epochs=explore_horizon_epochs,
-                                 clusters=clusters)
+        selector = prompt_source(selection, w.prompt_ids, n, seed, waves=mode,
+                                 explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
     initial = w.mean_pass_rate()
     kinds_initial = w.kind_pass_rates() if w.stance is not None else []

@@ -158,9 +158,10 @@ class SelectorDataSource:
             raise ValueError(f"shopsim_selection: {exc}") from None
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
         cluster_key = getattr(args, "shopsim_cluster_key", None)  # prompts' metadata key holding their cluster
+        waves = WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED
         self.selector = prompt_source(
-            strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0),
-            explore_horizon_epochs=horizon_for_waves(WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED),
+            strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0), waves=waves,
+            explore_horizon_epochs=horizon_for_waves(waves),
             clusters=_clusters(self._metadata, cluster_key),
         )
         self.sample_group_index = 0

@@ -23,6 +23,11 @@ class DataSourceGroups:
     def __init__(self, data_source: Any) -> None:
         self.data_source = data_source
 
+    @property
+    def skipped_turns(self) -> int:
+        """The selector's skipped turns: adaptive waves count them against the step's budget, as in the main job."""
+        return int(self.data_source.selector.skipped_turns)
+
     def next_prompt(self) -> tuple[list[Any], float]:
         (group,) = self.data_source.get_samples(1)
         task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)

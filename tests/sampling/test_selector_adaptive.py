@@ -74,3 +74,49 @@ def test_choose_returns_what_the_refill_rule_picked_with_each_q():
     picks = rule.choose(0, [], lambda: (next(items), 0.5))
     assert picks == [(i, 0.5) for i in range(rule.refill_size(0, [], lambda j: 0.5))] and len(picks) == 29
     assert rule.choose(16, [], lambda: (next(items), 0.5)) == []
+
+
+def test_skipped_turns_count_against_the_budget_as_started_groups_do():
+    """The pace: each turn the source skips costs the step's budget (one wave of turns) what a group costs, so a
+    skip saves episodes instead of speeding the epoch passes; the missing groups are still always started."""
+    rule = AdaptiveWaves(target=16, max_in_flight=32, cushion=-1.5)
+    skipped = 0
+
+    def next_chance(_j: int) -> float:
+        nonlocal skipped
+        skipped += 1  # every pick skips one turn of the order before it
+        return 0.1
+
+    assert rule.refill_size(0, [], next_chance, skipped=lambda: skipped) == 16  # 16 picks + 16 skips: the wave
+    assert rule.refill_size(0, [], lambda j: 0.1, skipped=lambda: 10) == 22  # 10 skipped already this step
+    assert rule.refill_size(0, [], lambda j: 0.1, skipped=lambda: 40) == 16  # spent: still never below the target
+    assert rule.refill_size(0, [], lambda j: 0.1) == 32  # no skips: the whole wave, as before
+
+
+def test_an_adaptive_step_over_a_skipping_source_walks_at_most_one_wave_of_turns():
+    """End to end with the informative rule: every prompt solved, so half of each pass is skipped; a step's
+    groups started plus turns skipped stay within over_sampling_batch_size (the seed order's pace)."""
+    from shopsimrl.sampling.informative import InformativeOrder
+    from shopsimrl.sampling.step import Start, new_step
+
+    prompts = [f"p{i}" for i in range(64)]
+    source = InformativeOrder(prompts, 4, seed=1, max_skip_share=0.5)
+    for batch in (source.next_prompts(32), source.next_prompts(32)):  # a first pass: every prompt solved once
+        for p in batch:
+            source.record(p, [1.0] * 4)
+    walked, skips = [], []
+    for _ in range(4):
+        before = source.skipped_turns
+        step = new_step(4, 16, 4, source=source, waves="adaptive")
+        started = [a for a in step.start() if isinstance(a, Start)]
+        flying = [s.index for s in started]
+        while flying and not step.done:
+            for a in step.finished([(flying.pop(0), "zero_std", [1.0] * 4)]):
+                if isinstance(a, Start):
+                    started.append(a)
+                    flying.append(a.index)
+        step.close()
+        walked.append(len(started) + source.skipped_turns - before)
+        skips.append(source.skipped_turns - before)
+    assert skips[0] > 0 and sum(skips) == 32  # half the pass skipped, the pass's share
+    assert walked == [16] * 4  # each step a wave of turns: started and skipped

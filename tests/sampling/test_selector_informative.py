@@ -1,5 +1,5 @@
-"""The informative rule (``InformativeOrder``): the seed's order, prompts on a run of zero-spread groups skipped
-with a floor, at most one hand-out per epoch pass, a skip budget per pass, never a loop."""
+"""The informative rule (``InformativeOrder``): the seed's order, prompts on a run of solved groups skipped
+with a floor, at most one hand-out per epoch pass, a skip budget per pass (the wave mode's), never a loop."""
 
 from __future__ import annotations
 
@@ -12,10 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sampling.picker_script import drive as drive_script
 
-from shopsimrl.sampling.informative import MAX_SKIP_SHARE, RETRY_FLOOR, InformativeOrder
+from shopsimrl.sampling.informative import (
+    ADAPTIVE_MAX_SKIP_SHARE,
+    MAX_SKIP_SHARE,
+    RETRY_FLOOR,
+    InformativeOrder,
+    skip_share_for_waves,
+)
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 
 SOLVED = [1.0] * 8
+FAILED = [0.0] * 8
+PARTIAL = [0.5] * 8
 VARIED = [1.0, 0.0] * 4
 
 
@@ -41,25 +49,63 @@ def test_with_nothing_to_skip_it_hands_out_exactly_the_seed_order():
     assert inf.epoch == seed.epoch == 6
 
 
-def test_a_prompt_on_a_run_of_zero_spread_groups_is_skipped_and_others_are_not():
+def test_a_prompt_on_a_run_of_solved_groups_is_skipped_and_others_are_not():
     source = InformativeOrder(ids(300), 8, seed=0)
     solved = set(ids(300)[:100])
     walk(source, 300, 1, lambda p: SOLVED if p in solved else VARIED)  # first pass: everything tried once
     assert source.pop_stats()["skipped"] == 0  # a prompt never observed is never skipped
     second = walk(source, 150, 1, lambda p: SOLVED if p in solved else VARIED)[0]
     stats = source.pop_stats()
-    assert stats["skipped"] > 0
+    assert stats["skipped"] > 0 and source.skipped_turns == stats["skipped"]
     assert solved & set(second) and len(solved & set(second)) < 100 * 150 / 300  # fewer than the seed order's share
-    assert all(source.evidence.zero_streak[source.evidence.index(p)] == 0 for p in set(second) - solved)
+    assert all(source.evidence.solved_streak[source.evidence.index(p)] == 0 for p in set(second) - solved)
     # the skip probability grows with the run and stops at the floor
     i = source.evidence.index(next(iter(solved)))
     probabilities = []
     for run in range(1, 8):
-        source.evidence.zero_streak[i] = run
+        source.evidence.solved_streak[i] = run
         probabilities.append(source.skip_probability(i))
     assert probabilities == sorted(probabilities) and probabilities[0] == pytest.approx(0.5)
     assert max(probabilities) == pytest.approx(1.0 - RETRY_FLOOR)
     assert source.skip_probability(source.evidence.index(ids(300)[150])) == 0.0  # last group had spread
+
+
+def test_a_prompt_on_a_run_of_failed_or_partial_groups_is_never_skipped():
+    """A learning policy leaves failed prompts behind, not solved ones: only a run of solved groups is skipped.  A
+    failed (or partly right) group in between ends the run."""
+    source = InformativeOrder(ids(30), 8, seed=5, max_skip_share=1.0)
+    fates = {"p0": FAILED, "p1": PARTIAL}
+    for _ in range(6):
+        walk(source, 30, 1, lambda p: fates.get(p, VARIED))
+    for p in ("p0", "p1"):
+        i = source.evidence.index(p)
+        assert source.evidence.solved_streak[i] == 0 and source.skip_probability(i) == 0.0
+    assert source.skipped_turns == 0
+    i = source.evidence.index("p2")
+    for rewards, run in ((SOLVED, 1), (SOLVED, 2), (FAILED, 0), (SOLVED, 1)):
+        source.evidence.observe(i, rewards)
+        assert source.evidence.solved_streak[i] == run
+
+
+def test_skipped_turns_count_every_skip_and_survive_a_checkpoint():
+    source = InformativeOrder(ids(40), 8, seed=6, max_skip_share=1.0)
+    walk(source, 10, 8, lambda _: SOLVED)
+    skipped = source.skipped_turns
+    assert skipped > 0
+    copy = prompt_source_from_state(json.loads(json.dumps(source.state_dict())))
+    assert copy.skipped_turns == skipped
+    assert walk(copy, 10, 5, lambda _: SOLVED) == walk(source, 10, 5, lambda _: SOLVED)
+    assert copy.skipped_turns == source.skipped_turns >= skipped
+    assert prompt_source("seed", ids(40), 8).skipped_turns == 0  # a rule that never skips
+
+
+def test_the_skip_share_of_a_pass_is_the_wave_mode_s():
+    """Fixed waves start a whole wave however much they skip (a third bounds the pace); adaptive waves count skips
+    against the step's budget, so a pass may skip half."""
+    assert skip_share_for_waves("fixed") == MAX_SKIP_SHARE == pytest.approx(1 / 3)
+    assert skip_share_for_waves("adaptive") == ADAPTIVE_MAX_SKIP_SHARE == 0.5
+    assert prompt_source("informative", ids(9), 8, waves="adaptive").max_skip_share == 0.5
+    assert prompt_source("informative", ids(9), 8).max_skip_share == MAX_SKIP_SHARE
 
 
 def test_a_skipped_prompt_is_retried_at_least_at_the_floor():
@@ -108,7 +154,7 @@ def test_when_every_free_prompt_would_be_skipped_the_next_pass_begins_and_k_are_
 
 def test_a_prompt_the_model_predicts_to_spread_is_not_skipped():
     source = InformativeOrder(ids(40), 8, seed=0)
-    walk(source, 40, 1, lambda p: [0.0] * 8 if p == "p0" else VARIED)
+    walk(source, 40, 1, lambda p: SOLVED if p == "p0" else VARIED)
     i = source.evidence.index("p0")
     assert source.skip_probability(i) > 0.0
     source.evidence.model.mean[i] = source.skill  # the policy caught up with it: pass rate near 50%
