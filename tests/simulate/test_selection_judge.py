@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.bench_selection import at, concentration, paired, targets, to_reach
+from benchmarks.bench_selection import REGIMES, at, concentration, paired, targets, to_reach, within
 
 
 def point(episodes: float, success: float, steps: int = 0) -> dict[str, float]:
@@ -91,3 +91,28 @@ def test_concentration_counts_trained_groups_per_prompt(tmp_path):
     assert c["max_trainings_per_prompt"] == 3 and c["distinct_prompts_trained"] == 3
     assert c["top10_share"] == 1.0
     assert c["distinct_per_train_size_starts_last"] == 3  # the last 4 starts: b, z, a, z
+
+
+def test_every_strategy_is_judged_within_seed_fixed_s_budget_of_generated_episodes():
+    """Adaptive waves spend less per step, so they run more steps; only the steps within 7,680 episodes count."""
+    products = REGIMES[0]
+    assert products.budget == 30 * 32 * 8 == 7680
+    assert products.steps_of("seed/fixed") == products.steps_of("informative/fixed") == 30
+    assert products.steps_of("informative/adaptive") == products.steps_of("informative/adaptive/staged") == 48
+    rows = [{"step": k, "rollout/shopsim/waste/episodes_submitted": 200.0} for k in range(1, 49)]
+    kept = within(rows, 7680.0)
+    assert [r["step"] for r in kept] == list(range(1, 39))  # 38 × 200 = 7,600; the 39th would pass the budget
+    assert within(rows[:1], 100.0) == rows[:1]  # a first step past the budget still counts: never an empty run
+
+
+def test_the_most_trainings_are_counted_in_the_first_steps_and_the_rest_within_the_budget(tmp_path):
+    for step, tasks in ((1, ["a", "b"]), (2, ["a"]), (3, ["a", "c"]), (4, ["a"])):
+        folder = tmp_path / f"step-{step}"
+        folder.mkdir()
+        rows = [{"step": step, "group_index": g, "task_id": t} for g, t in enumerate(tasks)]
+        (folder / "batch.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / "events.jsonl").write_text(json.dumps({"event": "wave", "task_ids": tasks}) + "\n")
+    c = concentration(tmp_path, train_tasks=3, steps=2, last_step=3)
+    assert c["max_trainings_per_prompt"] == 2  # a, in steps 1-2
+    assert c["max_trainings_within_budget"] == 3  # a, in steps 1-3; step 4 is past the budget
+    assert c["distinct_prompts_trained"] == 3 and c["distinct_per_train_size_starts_last"] == 2  # a, c of a, a, c
