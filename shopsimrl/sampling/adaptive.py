@@ -20,9 +20,9 @@ batch, but never fewer than are missing.  When exactly the missing number is in
 flight, ``remaining`` equals the target, so the controller's fallback keeps a
 zero-spread group instead of dropping it: fewer episodes are generated (and
 aborted) per trained one, and fewer of the trained groups are informative.  The step's
-submissions stay within ``over_sampling_batch_size`` (what slime's first wave
-submits), except where slime itself would open a new wave: when ``remaining``
-would fall below the target.
+submissions, with the turns its prompt source skipped, stay within
+``over_sampling_batch_size`` (what slime's first wave submits), except where slime
+itself would open a new wave: when ``remaining`` would fall below the target.
 
 The ``q`` of a never-seen prompt is the selector's prior for it.  With cluster labels
 that is its cluster's estimate (the share of the cluster's first groups with spread),
@@ -116,8 +116,8 @@ class AdaptiveWaves:
         ``next_chance(j)``: that of the ``j``-th group we add (the sizer takes the
         selector's next prompt there); ``submitted``: groups already submitted this
         step; ``skipped()``: turns of the prompt order the source has skipped this step so
-        far (asked again after every pick, since picking may skip).  Always enough to keep ``kept + in_flight >= target`` (slime's
-        invariant ``remaining >= target``: where slime opens a new wave); beyond
+        far (asked again after every pick, since picking may skip).  Always enough to keep
+        ``kept + in_flight >= target`` (slime's invariant ``remaining >= target``: where slime opens a new wave); beyond
         that, more while the expected informative groups in flight fall short of
         the missing number plus the cushion, as long as the step's submissions and
         skipped turns stay within ``max_in_flight`` (one wave's worth, slime's

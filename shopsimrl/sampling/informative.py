@@ -41,7 +41,7 @@ training a prompt more often multiplies its weight in the objective.
   as a started group does (:meth:`~shopsimrl.sampling.adaptive.AdaptiveWaves.refill_size`), so a
   step walks at most one wave's worth of the order, the seed order's pace, and a skip saves the
   episodes instead of speeding the passes: ``ADAPTIVE_MAX_SKIP_SHARE`` (1/2) keeps a step's
-  turns within that wave even when it must start the groups still missing.
+  turns within that wave on average even when it must start every group still missing.
 - **When every free prompt would be skipped**: the pass runs out and the next pass begins; if a pass
   begun within one call hands out nothing, the prompts it skipped are handed out in their order (a
   re-try each), so a call never loops and always returns ``k`` prompts when ``k`` are free.
@@ -72,8 +72,8 @@ SKIP_Q = 0.5
 #: ``1 / (1 − 1/3)`` = 1.5× as fast as the seed order's, the bound the issue sets on the most trainings of one prompt.
 MAX_SKIP_SHARE = 1.0 / 3.0
 #: Under adaptive waves, where skipped turns count against a step's budget (the pace is the seed order's): half, so
-#: that a step that must start the ``rollout_batch_size`` groups missing still walks at most
-#: ``over_sampling_batch_size`` (2×) turns.
+#: that over a pass a step's skipped turns and the ``rollout_batch_size`` groups it must start stay within
+#: ``over_sampling_batch_size`` (twice the target) on average.
 ADAPTIVE_MAX_SKIP_SHARE = 0.5
 
 
