@@ -45,6 +45,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -168,12 +169,10 @@ def step_of(folder: Path) -> int:
     return int(folder.name.split("-")[1])
 
 
-def trained_groups(run: Path, last_step: int | None = None) -> list[tuple[int, str]]:
-    """(step, task) of every group the trainer got, from each step's ``batch.jsonl`` (up to ``last_step``)."""
+def trained_groups(run: Path) -> list[tuple[int, str]]:
+    """(step, task) of every group the trainer got, from each step's ``batch.jsonl``."""
     groups: set[tuple[int, int, str]] = set()
     for batch in run.glob("step-*/batch.jsonl"):
-        if last_step is not None and step_of(batch.parent) > last_step:
-            continue
         for line in batch.read_text().splitlines():
             if line:
                 row = json.loads(line)
@@ -216,17 +215,15 @@ def spread_calibration(run: Path, rows: Sequence[dict[str, Any]], last_step: int
 
 def most_trainings(groups: Sequence[tuple[int, str]]) -> list[int]:
     """Trainings per prompt, most first."""
-    counts: dict[str, int] = {}
-    for _step, task in groups:
-        counts[task] = counts.get(task, 0) + 1
-    return sorted(counts.values(), reverse=True)
+    return sorted(Counter(task for _step, task in groups).values(), reverse=True)
 
 
 def concentration(run: Path, train_tasks: int, steps: int | None = None, last_step: int | None = None) -> dict[str, float]:
     """How the trained groups spread over the prompts (the issue's concentration figures): the most trainings of
     one prompt in the first ``steps`` steps (the issue's count), the rest over the steps up to ``last_step``."""
-    ranked = most_trainings(trained_groups(run, last_step))
-    first = most_trainings(trained_groups(run, steps)) if steps is not None else ranked
+    groups = trained_groups(run)  # read once; each figure keeps its steps
+    ranked = most_trainings([g for g in groups if last_step is None or g[0] <= last_step])
+    first = most_trainings([g for g in groups if g[0] <= steps]) if steps is not None else ranked
     window = starts(run, last_step)[-train_tasks:]
     return {"max_trainings_per_prompt": float(first[0]), "max_trainings_within_budget": float(ranked[0]),
             "top10_share": sum(ranked[:10]) / sum(ranked), "distinct_prompts_trained": float(len(ranked)),

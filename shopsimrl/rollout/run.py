@@ -120,7 +120,6 @@ async def run_rollout(
                                      resume=resume)
         finally:
             paths.unlock()
-    horizon = horizon_for_waves(config.waves)
     if resume is None:
         record = run_record(config, len(task_ids), clusters=clusters, extra=extra_config)
         journal = RunJournal(new_run_id(), options_digest(record))
@@ -133,7 +132,7 @@ async def run_rollout(
         runner=runner,
         source=source if source is not None else prompt_source(
             config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, waves=config.waves,
-            explore_horizon_epochs=horizon, clusters=clusters),
+            clusters=clusters),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from shopsimrl.sampling.adaptive import horizon_for_waves
 from shopsimrl.sampling.informative import InformativeOrder, skip_share_for_waves
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, Strategy, WaveMode
 from shopsimrl.sampling.order import SeedOrder
@@ -76,14 +77,15 @@ def prompt_source(
 ) -> Picker:
     """The prompt source of ``strategy`` (``ValueError`` naming the choices for an unknown one) for steps of the
     wave mode ``waves``: the informative rule's share of a pass it may skip is the wave mode's
-    (``skip_share_for_waves``).
+    (``skip_share_for_waves``), and so is the spread rule's exploration horizon unless given.
 
-    ``explore_horizon_epochs`` paces the spread rule's exploration (see ``horizon_for_waves``; the other rules
-    walk the seed's order and need none).  ``clusters``: each prompt's cluster label, when known (the spread rule
+    ``explore_horizon_epochs`` paces the spread rule's exploration (default ``horizon_for_waves(waves)``; the
+    other rules walk the seed's order and need none).  ``clusters``: each prompt's cluster label, when known (the spread rule
     explores by cluster; every rule's evidence predicts never-seen prompts and reports coverage per cluster)."""
     rule = STRATEGY_RULES[Strategy.parse(strategy)]
     if rule is SpreadPicker:
-        return SpreadPicker(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=explore_horizon_epochs,
+        horizon = horizon_for_waves(waves) if explore_horizon_epochs is None else explore_horizon_epochs
+        return SpreadPicker(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=horizon,
                             clusters=clusters)
     if rule is InformativeOrder:
         return InformativeOrder(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters,

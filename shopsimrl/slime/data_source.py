@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import atomic_write_json
-from shopsimrl.sampling.adaptive import horizon_for_waves
 from shopsimrl.sampling.concentration import concentration_line
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, Strategy, WaveMode
 from shopsimrl.sampling.selector import selector_step_metrics
@@ -161,7 +160,6 @@ class SelectorDataSource:
         waves = WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED
         self.selector = prompt_source(
             strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0), waves=waves,
-            explore_horizon_epochs=horizon_for_waves(waves),
             clusters=_clusters(self._metadata, cluster_key),
         )
         self.sample_group_index = 0
