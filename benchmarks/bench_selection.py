@@ -81,7 +81,7 @@ class Regime:
     steps: int = 30
     eval_every: int = 5
     repeats: int = 1  # runs per (strategy, seed): each repetition is paired with seed/fixed's of the same number
-    max_steps: int = 48  # the most steps a strategy with adaptive waves runs to spend the budget
+    max_steps: int = 60  # the most steps a strategy with adaptive waves runs to spend the budget
 
     @property
     def budget(self) -> float:

@@ -311,7 +311,7 @@ def _learn(step: int, prompts: dict[int, Any], done: StepDone, judged: dict[int,
            weights: dict[int, float]) -> list[list[float]]:
     """The step's end: the judged, scored groups join ``groups`` (the persistence statistics) and the kept
     informative groups go to ``train`` (the world's policy), each as many times as its importance weight (the
-    learner multiplies its advantages by it; the informative rule's weights are whole numbers: 2, 4, 5).  Returns
+    learner multiplies its advantages by it; the informative rule's weights are whole numbers: 4 and 5).  Returns
     the scored groups' rewards, in index order."""
     scored = {i: r for i in sorted(judged) if (r := judged[i]) is not None}
     groups.extend((step, str(prompts[i]), reward_spread_verdict(r) is Verdict.ZERO_STD) for i, r in scored.items())

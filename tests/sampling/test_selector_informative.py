@@ -15,6 +15,7 @@ from sampling.picker_script import drive as drive_script
 from shopsimrl.sampling.informative import (
     ADAPTIVE_MAX_SKIP_SHARE,
     MAX_SKIP_SHARE,
+    RETRY_BASE,
     RETRY_FLOOR,
     InformativeOrder,
     skip_share_for_waves,
@@ -65,7 +66,7 @@ def test_a_prompt_on_a_run_of_solved_groups_is_skipped_and_others_are_not():
     for run in range(1, 8):
         source.evidence.solved_streak[i] = run
         probabilities.append(source.skip_probability(i))
-    assert probabilities == sorted(probabilities) and probabilities[0] == pytest.approx(0.5)
+    assert probabilities == sorted(probabilities) and probabilities[0] == pytest.approx(1.0 - RETRY_BASE)
     assert max(probabilities) == pytest.approx(1.0 - RETRY_FLOOR)
     assert source.skip_probability(source.evidence.index(ids(300)[150])) == 0.0  # last group had spread
 
@@ -101,10 +102,10 @@ def test_skipped_turns_count_every_skip_and_survive_a_checkpoint():
 
 def test_the_skip_share_of_a_pass_is_the_wave_mode_s():
     """Fixed waves start a whole wave however much they skip (a third bounds the pace); adaptive waves count skips
-    against the step's budget, so a pass may skip half."""
+    against the step's budget, so a pass may skip three quarters."""
     assert skip_share_for_waves("fixed") == MAX_SKIP_SHARE == pytest.approx(1 / 3)
-    assert skip_share_for_waves("adaptive") == ADAPTIVE_MAX_SKIP_SHARE == 0.5
-    assert prompt_source("informative", ids(9), 8, waves="adaptive").max_skip_share == 0.5
+    assert skip_share_for_waves("adaptive") == ADAPTIVE_MAX_SKIP_SHARE == 0.75
+    assert prompt_source("informative", ids(9), 8, waves="adaptive").max_skip_share == 0.75
     assert prompt_source("informative", ids(9), 8).max_skip_share == MAX_SKIP_SHARE
 
 
@@ -270,8 +271,8 @@ def test_it_skips_zero_spread_groups_over_a_run_and_keeps_the_most_trainings_nea
 
 
 def test_a_prompt_handed_out_where_it_could_have_been_skipped_weighs_one_over_its_chance():
-    """The importance weight: a prompt on a run of one zero-spread group is skipped half the time, so when it is
-    handed out it weighs 2; a prompt that could not have been skipped weighs 1, as every seed-order hand-out."""
+    """The importance weight: a prompt on a run of one solved group is skipped with probability 1 − RETRY_BASE, so
+    when it is handed out it weighs 1 / RETRY_BASE (4); a prompt that could not have been skipped weighs 1, as every seed-order hand-out."""
     source = InformativeOrder(ids(300), 8, seed=0)
     solved = set(ids(300)[:100])
     walk(source, 300, 1, lambda p: SOLVED if p in solved else VARIED)  # first pass: nothing skipped, all weigh 1
@@ -280,8 +281,8 @@ def test_a_prompt_handed_out_where_it_could_have_been_skipped_weighs_one_over_it
     chances = {p: source.skip_probability(source.evidence.index(p)) for p in second}
     assert {weights[p] for p in second if p not in solved} == {1.0}
     on_a_run = [p for p in second if p in solved]
-    assert on_a_run and all(chances[p] == pytest.approx(0.5) for p in on_a_run)
-    assert all(weights[p] == pytest.approx(2.0) for p in on_a_run)
+    assert on_a_run and all(chances[p] == pytest.approx(1.0 - RETRY_BASE) for p in on_a_run)
+    assert all(weights[p] == pytest.approx(1.0 / RETRY_BASE) for p in on_a_run)
     for p in second:
         source.record(p, SOLVED)
     with pytest.raises(ValueError, match="not in flight"):

@@ -98,7 +98,7 @@ def test_every_strategy_is_judged_within_seed_fixed_s_budget_of_generated_episod
     products = REGIMES[0]
     assert products.budget == 30 * 32 * 8 == 7680
     assert products.steps_of("seed/fixed") == products.steps_of("informative/fixed") == 30
-    assert products.steps_of("informative/adaptive") == products.steps_of("informative/adaptive/staged") == 48
+    assert products.steps_of("informative/adaptive") == products.steps_of("informative/adaptive/staged") == 60
     rows = [{"step": k, "rollout/shopsim/waste/episodes_submitted": 200.0} for k in range(1, 49)]
     kept = within(rows, 7680.0)
     assert [r["step"] for r in kept] == list(range(1, 39))  # 38 × 200 = 7,600; the 39th would pass the budget
