@@ -42,9 +42,9 @@ training a prompt more often multiplies its weight in the objective.
   skip saves the episodes instead of speeding the passes.  Only a step that has spent its budget and must
   still start the groups it misses walks past its wave (a start may pass skipped turns on its way).
   ``ADAPTIVE_MAX_SKIP_SHARE`` (3/4) lets the late passes, where most prompts are solved, skip what the rule
-  predicts; at half the budget bound there.  No prompt is handed out twice in a pass either way; on the
-  learner's tuning runs the passes came 1.25× as fast per step as the seed order's (at most 7 trainings of
-  one prompt in 30 steps against 6; docs/learning.md).
+  predicts; at half the budget bound there.  No prompt is handed out twice in a pass either way; in the
+  learner's judge the passes came about 1.2× as fast per step as the seed order's (7 begun in 30 steps
+  against 6; at most 7 trainings of one prompt against 6; docs/learning.md).
 - **When every free prompt would be skipped**: the pass runs out and the next pass begins; if a pass
   begun within one call hands out nothing, the prompts it skipped are handed out in their order (a
   re-try each), so a call never loops and always returns ``k`` prompts when ``k`` are free.
