@@ -70,7 +70,8 @@ RETRY_BASE = 0.25
 #: The least chance that a skipped prompt is re-tried at its next turn: a prompt the policy has learned costs at
 #: most this share of a group per epoch pass, and one that became informative again is re-tried within
 #: ``1 / RETRY_FLOOR`` = 5 passes on average.  GRESO saw about 20% of skipped prompts become informative again.  A
-#: floor of 0.1 (weights up to 10) cost the learner 0.022 of held-out success on the tuning seeds.
+#: floor of 0.1 (weights up to 10) trained more informative groups per episode and a worse policy on the tuning seeds
+#: (docs/learning.md).
 RETRY_FLOOR = 0.2
 #: A prompt the skill model predicts to have spread at least this often is never skipped, whatever its run.
 SKIP_Q = 0.5
