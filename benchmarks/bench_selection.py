@@ -5,10 +5,10 @@ Two regimes, each strategy a real ``shopsimrl rollout --learner grpo --eval-ever
 - ``products_2000`` (``--products 2000``: 160 train tasks, a step starts at least 32 of
   them, so 30 steps walk the train split about six times): seed/fixed, spread/fixed,
   spread/adaptive, informative/fixed, informative/adaptive, and beside them informative/adaptive
-  with staged siblings (``--siblings staged``), on seeds 0-4, judged on val+test
+  with staged siblings (``--siblings staged``), on seeds 0-14, judged on val+test
   (40 tasks) with 16 sampled episodes per task;
 - ``default_catalog`` (the embedded default, 1,600 train tasks: 30 steps are under one
-  epoch): seed/fixed against informative/adaptive on seeds 0-2, judged on the 200 val tasks
+  epoch): seed/fixed against informative/adaptive on seeds 0-8, judged on the 200 val tasks
   with 4 sampled episodes per task (800 episodes per evaluation).
 
 **One budget of generated episodes.**  seed/fixed runs ``steps`` (30) steps, every one a whole wave:
@@ -19,18 +19,20 @@ evaluation at or past it (so its success at 7,680 episodes is interpolated, neve
 trainings of one prompt are counted in the first ``steps`` steps (the issue's "in 30 steps"), and beside
 that within the budget.
 
-Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same
-eval episodes): per-seed differences and their median, at equal generated episodes (each
-run's sampled eval success interpolated linearly between its evaluations, at seed/fixed's
-evaluations from 2,500 episodes on and at the largest number both runs reached) and at equal rollout cost,
-measured two ways: env steps generated (every episode's tool calls, which the runtime counts
-deterministically: on one machine the rollout's work is proportional to them) and the
-measured step wall seconds (``rollout/shopsim/step/wall_seconds``, noisy on a shared machine).
-Also: informative groups per 1,000 generated episodes, generated episodes to reach
-seed/fixed's final held-out success, and concentration (the most trainings of one prompt,
-the 10 most-trained prompts' share of trained groups, distinct prompts trained, and distinct
-prompts among the last ``len(train)`` starts), computed from each run's ``batch.jsonl`` and
-``events.jsonl``.  The issue's targets are checked in a ``targets`` block.
+Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same eval
+episodes): per-seed differences, their median, and their mean with a 95% bootstrap interval over the
+seeds (``interval``: a difference whose interval leaves out zero is separated from the runs' noise).
+Each seed is one independent pair: a seed's catalog, evaluation episodes and, with fixed waves, nearly
+its whole run are the same on every repetition, so ``--repeats`` measures timing noise, not more pairs.
+At equal generated episodes (each run's sampled eval success interpolated linearly between its
+evaluations, at seed/fixed's evaluations from 2,500 episodes on and at the largest number both runs
+reached) and at equal rollout cost, measured two ways: env steps generated (every episode's tool calls,
+which the runtime counts deterministically: on one machine the rollout's work is proportional to them)
+and the measured step wall seconds (``rollout/shopsim/step/wall_seconds``, noisy on a shared machine).
+Also: informative groups per 1,000 generated episodes, generated episodes to reach seed/fixed's final
+held-out success, and concentration (the most trainings of one prompt, the 10 most-trained prompts'
+share of trained groups, distinct prompts trained, and distinct prompts among the last ``len(train)``
+starts), computed from each run's ``batch.jsonl`` and ``events.jsonl``.  The issue's targets are checked in a ``targets`` block.
 
 Two runs at a time (subprocesses).  ``--quick``: one seed, 10 steps, ``products_2000`` only.
 ``--seeds``/``--only``/``--keep DIR`` serve tuning and the mechanism's diagnosis
@@ -46,13 +48,15 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
 from typing import Any
+
+import numpy as np
 
 from benchmarks.common import machine, publish
 from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT, DEFAULT_OVER_SAMPLING_BATCH_SIZE
@@ -95,9 +99,9 @@ class Regime:
 
 REGIMES = (
     Regime("products_2000", 2000, ("seed/fixed", "spread/fixed", "spread/adaptive", "informative/fixed",
-                                   "informative/adaptive", "informative/adaptive/staged"), (0, 1, 2, 3, 4), "val+test",
-           16),
-    Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), (0, 1, 2), "val", 4),
+                                   "informative/adaptive", "informative/adaptive/staged"), tuple(range(15)),
+           "val+test", 16),
+    Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), tuple(range(9)), "val", 4),
 )
 QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10, max_steps=16)
 
@@ -288,6 +292,40 @@ def _median(values: Sequence[float | None]) -> float | None:
     return median(kept) if kept else None
 
 
+#: Resamples behind each interval of the paired bootstrap, and its generator's seed (one set of runs, one interval).
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+#: The interval's coverage: a difference is separated from the runs' noise when its interval leaves out zero.
+INTERVAL_LEVEL = 0.95
+
+
+def seed_of(key: str | int) -> str:
+    """The seed of a run key (``run_key``): repetitions of one seed share it."""
+    return str(key).split("r", 1)[0]
+
+
+def interval(diffs: Mapping[str, float | None]) -> dict[str, float] | None:
+    """The mean of the per-seed differences and its percentile bootstrap interval (``INTERVAL_LEVEL``).
+
+    The unit is the seed: repetitions of one seed (``<seed>r<k>``) share its catalog, its evaluation episodes and,
+    for the strategies whose picks do not depend on timing, most of their run, so they are averaged into one
+    difference before the seeds are resampled.  Also how many seeds are above and below zero.  ``None`` with fewer
+    than two seeds.
+    """
+    by_seed: dict[str, list[float]] = {}
+    for key, value in diffs.items():
+        if value is not None:
+            by_seed.setdefault(seed_of(key), []).append(value)
+    values = np.array([sum(v) / len(v) for v in by_seed.values()])
+    if len(values) < 2:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = values[rng.integers(0, len(values), (BOOTSTRAP_RESAMPLES, len(values)))].mean(axis=1)
+    low, high = np.quantile(means, [(1 - INTERVAL_LEVEL) / 2, (1 + INTERVAL_LEVEL) / 2])
+    return {"mean": float(values.mean()), "low": float(low), "high": float(high), "seeds": len(values),
+            "above": int((values > 0).sum()), "below": int((values < 0).sum())}
+
+
 AXES = ("episodes", "env_steps", "wall_s")  # generated episodes; env steps (deterministic); measured wall seconds
 
 
@@ -317,10 +355,15 @@ def paired(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
             own_last = _median([v["at_common_last"] for v in per_seed.values()])
             where = [_median([base[s]["curve"][j][axis] for s in seeds]) for j, p in enumerate(base[seeds[0]]["curve"])
                      if p["episodes"] >= COMPARE_FROM_EPISODES]
+            intervals = [interval({s: v["at_seed_fixed_evaluations"][i] if i < len(v["at_seed_fixed_evaluations"])
+                                   else None for s, v in per_seed.items()}) for i in range(n)]
+            own_interval = interval({s: v["at_common_last"] for s, v in per_seed.items()})
             entry[f"at_equal_{axis}"] = {
                 "seed_fixed_evaluations_at": where, "per_seed": per_seed, "median_per_evaluation": per_eval,
                 "median_at_common_last": own_last,
-                "worst_median": min([m for m in [*per_eval, own_last] if m is not None], default=None)}
+                "worst_median": min([m for m in [*per_eval, own_last] if m is not None], default=None),
+                "interval_per_evaluation": intervals, "interval_at_common_last": own_interval,
+                "worst_low": min([i["low"] for i in [*intervals, own_interval] if i is not None], default=None)}
         ratios = {s: by_seed[s]["informative_per_1k_generated_episodes"] / base[s]["informative_per_1k_generated_episodes"]
                   for s in seeds}
         reach = {}
@@ -331,8 +374,10 @@ def paired(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
                         "ratio": (mine / theirs) if mine is not None and theirs else None}
         final = {s: by_seed[s]["final_eval_success"] - base[s]["final_eval_success"] for s in seeds}
         most = {s: by_seed[s]["max_trainings_per_prompt"] / base[s]["max_trainings_per_prompt"] for s in seeds}
-        entry["informative_per_1k_ratio"] = {"per_seed": ratios, "median": median(ratios.values())}
-        entry["final_eval_success_diff"] = {"per_seed": final, "median": median(final.values())}
+        entry["informative_per_1k_ratio"] = {"per_seed": ratios, "median": median(ratios.values()),
+                                             "interval": interval(ratios)}
+        entry["final_eval_success_diff"] = {"per_seed": final, "median": median(final.values()),
+                                            "interval": interval(final)}
         reach_ratio = _median([r["ratio"] if r["ratio"] is not None else float("inf") for r in reach.values()])
         entry["episodes_to_reach_seed_fixed_final"] = {
             "per_seed": reach, "median_ratio": None if reach_ratio == float("inf") else reach_ratio,
@@ -367,11 +412,14 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 STAGED_BESIDE]
         for strategy in held:
             if strategy in pairs:
-                worst = pairs[strategy]["at_equal_episodes"]["worst_median"]
+                equal = pairs[strategy]["at_equal_episodes"]
+                worst, low = equal["worst_median"], equal["worst_low"]
                 out[f"{regime}: {strategy} held-out success at equal generated episodes >= seed/fixed - 0.01"] = {
                     "value": worst, "met": worst is not None and worst >= -0.01,
+                    "worst_interval_low": low, "met_by_every_interval": low is not None and low >= -0.01,
                     "note": "worst median over seed/fixed's evaluations from 2,500 episodes on and the largest number "
-                            "of episodes both runs reached"}
+                            "of episodes both runs reached; beside it the lowest bound of the mean's 95% bootstrap "
+                            "interval over the seeds at those points"}
         for strategy in ("informative/adaptive", STAGED_BESIDE):
             if strategy not in pairs:
                 continue
@@ -474,7 +522,8 @@ if __name__ == "__main__":
                         help="override the strategies (selection/waves[/staged]; tuning), seed/fixed first")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per strategy and seed, each paired with seed/fixed's of the same number (the runs "
-                        "of a rule whose picks depend on when groups finish differ between repetitions)")
+                        "of a rule whose picks depend on when groups finish differ between repetitions; the intervals "
+                        "average them into their seed)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here (reused if complete)")
     parser.add_argument("--jobs", type=int, default=JOBS, help="runs at a time")
     parser.add_argument("--out", default=None, help="result file (default benchmarks/results/selection.json)")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.bench_selection import REGIMES, at, concentration, paired, targets, to_reach, within
+from benchmarks.bench_selection import REGIMES, at, concentration, interval, paired, targets, to_reach, within
 
 
 def point(episodes: float, success: float, steps: int = 0) -> dict[str, float]:
@@ -55,6 +55,24 @@ def test_pairs_by_seed_from_2500_episodes_and_at_the_largest_cost_both_reached()
     assert reach["reached"] == 0 and reach["median_ratio"] is None  # none reaches seed/fixed's final success
 
 
+def test_the_interval_resamples_seeds_and_averages_a_seed_s_repetitions():
+    diffs = {"0": 0.02, "0r1": 0.04, "1": -0.01, "2": 0.01, "3": None}  # seed 0 twice, seed 3 never reached
+    out = interval(diffs)
+    assert out is not None
+    assert out["seeds"] == 3 and out["mean"] == pytest.approx((0.03 - 0.01 + 0.01) / 3)  # seed 0 counts once: 0.03
+    assert (out["above"], out["below"]) == (2, 1)
+    assert -0.01 <= out["low"] < out["mean"] < out["high"] <= 0.03  # within the seeds' extremes
+    assert interval(diffs) == out  # one set of runs, one interval
+    assert interval({"0": 0.05, "0r1": 0.01}) is None  # one seed: no interval
+
+
+def test_the_interval_separates_a_steady_difference_and_not_a_mixed_one():
+    steady = interval({str(s): 0.02 + 0.001 * (s % 3) for s in range(15)})
+    mixed = interval({str(s): 0.02 if s % 2 else -0.02 for s in range(15)})
+    assert steady is not None and steady["low"] > 0
+    assert mixed is not None and mixed["low"] < 0 < mixed["high"]
+
+
 def test_targets_say_met_or_not_with_the_numbers():
     grid = [0, 1280, 2560, 3840, 5120, 6400, 7680]
     base = {s: run([(x, 0.5 + x / 20000) for x in grid]) for s in (0, 1)}
@@ -66,10 +84,12 @@ def test_targets_say_met_or_not_with_the_numbers():
                                  "paired": paired({"seed/fixed": base, "informative/adaptive": fast,
                                                    "informative/fixed": slow})}}
     checks = targets({"regimes": regimes})
-    assert checks["products_2000: informative/adaptive held-out success at equal generated episodes >= "
-                  "seed/fixed - 0.01"]["met"]
+    better = checks["products_2000: informative/adaptive held-out success at equal generated episodes >= "
+                    "seed/fixed - 0.01"]
+    assert better["met"] and better["met_by_every_interval"]
     held = checks["products_2000: informative/fixed held-out success at equal generated episodes >= seed/fixed - 0.01"]
     assert not held["met"] and held["value"] == pytest.approx(-0.03)
+    assert not held["met_by_every_interval"] and held["worst_interval_low"] == pytest.approx(-0.03)
     assert checks["products_2000: informative/adaptive informative groups per 1k generated episodes >= 1.3x "
                   "seed/fixed"]["value"] == pytest.approx(1.4)
     reach = checks["products_2000: informative/adaptive episodes to reach seed/fixed's final success <= 0.8x "
