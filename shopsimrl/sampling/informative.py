@@ -64,14 +64,14 @@ from shopsimrl.sampling.picker import Picker, epoch_order, take_deferred
 
 #: Each solved group in a row quarters a prompt's chance of a re-try (GRESO's ``1 − p ** run`` skip): one solved
 #: group skips three turns in four.  GRESO's 0.5 skipped too little of what the learner wastes its episodes on (one
-#: solved group is the most common run: a prompt near the top flips between spread and solved); 0.125 trained more
-#: informative groups per episode and a worse policy (docs/learning.md).
+#: solved group is the most common run: a prompt near the top flips between spread and solved); 0.125 looked like more
+#: informative groups per episode and a worse policy on five tuning seeds (docs/learning.md).
 RETRY_BASE = 0.25
 #: The least chance that a skipped prompt is re-tried at its next turn: a prompt the policy has learned costs at
 #: most this share of a group per epoch pass, and one that became informative again is re-tried within
 #: ``1 / RETRY_FLOOR`` = 5 passes on average.  GRESO saw about 20% of skipped prompts become informative again.  A
-#: floor of 0.1 (weights up to 10) trained more informative groups per episode and a worse policy on the tuning seeds
-#: (docs/learning.md).
+#: floor of 0.1 (weights up to 10) gave the same held-out success and informative groups per episode on 15 tuning
+#: seeds (docs/learning.md): not worth weights twice as large.
 RETRY_FLOOR = 0.2
 #: A prompt the skill model predicts to have spread at least this often is never skipped, whatever its run.
 SKIP_Q = 0.5
