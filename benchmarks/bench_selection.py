@@ -22,7 +22,7 @@ that within the budget.
 Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same eval
 episodes): per-seed differences, their median, and their mean with a 95% bootstrap interval over the
 seeds (``interval``: a difference whose interval leaves out zero is separated from the runs' noise).
-Each seed is one independent pair: a seed's catalog, evaluation episodes and, with fixed waves, nearly
+Each seed is one independent pair: a seed's shuffles, evaluation episodes and, with fixed waves, nearly
 its whole run are the same on every repetition, so ``--repeats`` measures timing noise, not more pairs.
 At equal generated episodes (each run's sampled eval success interpolated linearly between its
 evaluations, at seed/fixed's evaluations from 2,500 episodes on and at the largest number both runs
@@ -307,7 +307,7 @@ def seed_of(key: str | int) -> str:
 def interval(diffs: Mapping[str, float | None]) -> dict[str, float] | None:
     """The mean of the per-seed differences and its percentile bootstrap interval (``INTERVAL_LEVEL``).
 
-    The unit is the seed: repetitions of one seed (``<seed>r<k>``) share its catalog, its evaluation episodes and,
+    The unit is the seed: repetitions of one seed (``<seed>r<k>``) share its shuffles, its evaluation episodes and,
     for the strategies whose picks do not depend on timing, most of their run, so they are averaged into one
     difference before the seeds are resampled.  Also how many seeds are above and below zero.  ``None`` with fewer
     than two seeds.
