@@ -32,7 +32,8 @@ and the measured step wall seconds (``rollout/shopsim/step/wall_seconds``, noisy
 Also: informative groups per 1,000 generated episodes, generated episodes to reach seed/fixed's final
 held-out success, and concentration (the most trainings of one prompt, the 10 most-trained prompts'
 share of trained groups, distinct prompts trained, and distinct prompts among the last ``len(train)``
-starts), computed from each run's ``batch.jsonl`` and ``events.jsonl``.  The issue's targets are checked in a ``targets`` block.
+starts), computed from each run's ``batch.jsonl`` and ``events.jsonl``.  The issue's targets are checked
+in a ``targets`` block.
 
 Two runs at a time (subprocesses).  ``--quick``: one seed, 10 steps, ``products_2000`` only.
 ``--seeds``/``--only``/``--keep DIR`` serve tuning and the mechanism's diagnosis
