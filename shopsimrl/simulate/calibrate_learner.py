@@ -20,7 +20,7 @@ over the run folders of ``python -m benchmarks.bench_selection --seeds 100 101 1
    simulated on the same tuning seeds).
 
 The new ``informative`` rule is never fitted: the world predicts it.  The report seeds (the
-simulator's 0-4, the learner's 0-14) check the ranking (``benchmarks/bench_simulate.py``,
+simulator's 0-4, the learner's 0-14) check the ranking (``benchmarks/bench_learner_world.py``,
 ``tests/simulate/test_directions.py``).
 """
 
