@@ -351,14 +351,16 @@ def paired(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
         for axis in AXES:
             per_seed = {s: compare_on(by_seed[s], base[s], axis) for s in seeds}
             n = max(len(v["at_seed_fixed_evaluations"]) for v in per_seed.values())
-            per_eval = [_median([v["at_seed_fixed_evaluations"][i] for v in per_seed.values()
-                                 if i < len(v["at_seed_fixed_evaluations"])]) for i in range(n)]
-            own_last = _median([v["at_common_last"] for v in per_seed.values()])
+            # each of seed/fixed's evaluations: the seeds' differences there (None where a run did not reach it)
+            columns = [{s: v["at_seed_fixed_evaluations"][i] if i < len(v["at_seed_fixed_evaluations"]) else None
+                        for s, v in per_seed.items()} for i in range(n)]
+            last = {s: v["at_common_last"] for s, v in per_seed.items()}
+            per_eval = [_median(list(column.values())) for column in columns]
+            own_last = _median(list(last.values()))
             where = [_median([base[s]["curve"][j][axis] for s in seeds]) for j, p in enumerate(base[seeds[0]]["curve"])
                      if p["episodes"] >= COMPARE_FROM_EPISODES]
-            intervals = [interval({s: v["at_seed_fixed_evaluations"][i] if i < len(v["at_seed_fixed_evaluations"])
-                                   else None for s, v in per_seed.items()}) for i in range(n)]
-            own_interval = interval({s: v["at_common_last"] for s, v in per_seed.items()})
+            intervals = [interval(column) for column in columns]
+            own_interval = interval(last)
             entry[f"at_equal_{axis}"] = {
                 "seed_fixed_evaluations_at": where, "per_seed": per_seed, "median_per_evaluation": per_eval,
                 "median_at_common_last": own_last,

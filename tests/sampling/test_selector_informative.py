@@ -272,7 +272,8 @@ def test_it_skips_zero_spread_groups_over_a_run_and_keeps_the_most_trainings_nea
 
 def test_a_prompt_handed_out_where_it_could_have_been_skipped_weighs_one_over_its_chance():
     """The importance weight: a prompt on a run of one solved group is skipped with probability 1 − RETRY_BASE, so
-    when it is handed out it weighs 1 / RETRY_BASE (4); a prompt that could not have been skipped weighs 1, as every seed-order hand-out."""
+    when it is handed out it weighs 1 / RETRY_BASE (4); a prompt that could not have been skipped weighs 1, as every
+    seed-order hand-out."""
     source = InformativeOrder(ids(300), 8, seed=0)
     solved = set(ids(300)[:100])
     walk(source, 300, 1, lambda p: SOLVED if p in solved else VARIED)  # first pass: nothing skipped, all weigh 1
