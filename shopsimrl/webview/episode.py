@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import BadFileError, printable
-from shopsimrl.webview.folder import Folder
+from shopsimrl.webview.folder import Folder, OutsideError
 
 TRACE_NAME = re.compile(r"g([0-9]{4,6})-s([0-9]{1,4})\.json")
 TEXT_LIMIT = 20_000  # characters of one observation or reply shown (the rest is cut, and says so)
@@ -78,6 +78,8 @@ def trace_path(folder: Folder, run: Path, step: int, group: int, sibling: int) -
 
 
 def read_episode(folder: Folder, path: Path) -> Episode:
+    if not folder.exists(path):
+        raise OutsideError(f"no episode {printable(path.stem)} in this step (its trace was never written)")
     trace = folder.json_object(path, "trace")
     task = _dict(trace.get("task"))
     turns = []
