@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ class Browser:
         port = int(url.split(":")[2].split("/")[0])
         pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
         page = next(p for p in pages if p.get("type") == "page")
-        self._socket = connect(page["webSocketDebuggerUrl"], max_size=64 << 20, open_timeout=10)
+        self._stack = ExitStack()
+        self._socket = self._stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=64 << 20,
+                                                         open_timeout=10))
         self._id = 0
         self.events: list[dict[str, Any]] = []
         for domain in ("Page", "Runtime", "Log"):
@@ -121,7 +124,7 @@ class Browser:
 
     def close(self) -> None:
         try:
-            self._socket.close()
+            self._stack.close()
         finally:
             self.process.terminate()
             try:
