@@ -51,6 +51,7 @@ def handle(args: argparse.Namespace) -> int:
         reason = getattr(exc, "strerror", None) or exc
         return refuse("shopsimrl view", f"cannot listen on {printable(args.host)} port {args.port}: {reason} "
                                         f"(choose another --port)")
+    sock.listen(128)  # before the URL is printed: a browser opened on it at once waits instead of being refused
     port = sock.getsockname()[1]
     if not is_loopback(args.host):
         print(f"shopsimrl view: WARNING: listening on {printable(args.host)}: anyone who can reach port {port} can "
