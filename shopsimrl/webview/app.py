@@ -29,6 +29,7 @@ from shopsimrl.webview.episode import check_trace_name, read_episode, siblings, 
 from shopsimrl.webview.folder import Folder, OutsideError, held_locks
 from shopsimrl.webview.groups import FAILED, VERDICTS, group_record, prompt_groups, step_groups
 from shopsimrl.webview.runs import summarize
+from shopsimrl.webview.skips import SKIPPING_RULE, skips
 
 TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 STATIC = {"view.js": "text/javascript", "view.css": "text/css"}
@@ -135,8 +136,12 @@ def create_app(root: Path) -> FastAPI:
     def prompt_page(name: str, task_id: str) -> HTMLResponse:
         if not TASK_ID.fullmatch(task_id):
             raise OutsideError(f"{printable(task_id, limit=60)!r} is not a prompt's id")
-        found, notes = prompt_groups(folder, folder.run(name), task_id)
-        return page("prompt.html", name=name, task_id=task_id, found=found, notes=notes)
+        run = folder.run(name)
+        found, notes = prompt_groups(folder, run, task_id)
+        rule, turns, skip_notes = skips(folder, run, task_id)
+        skipped = [t.step for t in turns if t.skipped]
+        return page("prompt.html", name=name, task_id=task_id, found=found, notes=notes + skip_notes, rule=rule,
+                    skipped=skipped, skipping_rule=SKIPPING_RULE)
 
     @app.get("/static/{name}")
     def static(name: str) -> Response:

@@ -23,7 +23,6 @@ from shopsimrl.io import (
     printable,
     read_bounded_bytes,
     read_bounded_text,
-    read_jsonl_objects,
 )
 
 #: a run's folder name: the rule ``shopsimrl rollout --name`` enforces (rollout/outputs.py)
@@ -33,9 +32,10 @@ STEP_NAME = re.compile(r"step-([1-9][0-9]{0,6})")
 RUN_FILES = ("run.json", "metrics.jsonl")
 #: size caps, by kind of file (a run's own files are far below them)
 LIMITS = {"run.json": 1 << 20, "metrics.jsonl": 256 << 20, "events.jsonl": 64 << 20, "batch.jsonl": 64 << 20,
-          "trace": 16 << 20, "triage": 4 << 20, "picture": 16 << 20, "marker": 1 << 20, "locks": 4 << 20}
+          "trace": 16 << 20, "triage": 4 << 20, "state": 64 << 20, "picture": 16 << 20, "marker": 1 << 20, "locks": 4 << 20}
+LINE_LIMIT = 1 << 20  # characters of one JSONL line (a step's row, an event)
 MAX_RUNS = 2000  # folders listed on the runs page
-CACHE_ENTRIES = 256
+CACHE_BYTES = 64 << 20  # parsed files kept, counted by their size on disk (a parsed file takes a few times more)
 
 
 class OutsideError(BadFileError):
@@ -45,10 +45,11 @@ class OutsideError(BadFileError):
 class Folder:
     """The folder ``shopsimrl view`` serves: one run folder, or a folder of run folders (``runs/``)."""
 
-    def __init__(self, root: Path, *, cache_entries: int = CACHE_ENTRIES) -> None:
+    def __init__(self, root: Path, *, cache_bytes: int = CACHE_BYTES) -> None:
         self.root = Path(os.path.realpath(root))
-        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-        self._cache_entries = cache_entries
+        self._cache: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()  # key -> (value, bytes)
+        self._cached_bytes = 0
+        self._cache_bytes = cache_bytes
         self._lock = threading.Lock()
 
     # -- where things are -----------------------------------------------------------------------------
@@ -135,27 +136,33 @@ class Folder:
         return (info.st_ino, info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
 
     def _cached(self, kind: str, path: Path, read: Any) -> Any:
+        """``read()``, or what it gave for the same file (same inode, size and mtime) before.  The values kept
+        add up to at most the cache's bytes (by size on disk); a file larger than a quarter of it is never kept."""
         self._inside(path.parent)
         stamp = self.stamp(path)
         key = (kind, str(path), stamp)
         with self._lock:
             if stamp is not None and key in self._cache:
                 self._cache.move_to_end(key)
-                return self._cache[key]
+                return self._cache[key][0]
         value = read()
-        if stamp is not None:
+        if stamp is not None and stamp[1] <= self._cache_bytes // 4:
             with self._lock:
-                self._cache[key] = value
-                while len(self._cache) > self._cache_entries:
-                    self._cache.popitem(last=False)
+                if key not in self._cache:
+                    self._cache[key] = (value, stamp[1])
+                    self._cached_bytes += stamp[1]
+                while self._cached_bytes > self._cache_bytes:
+                    _, (_, size) = self._cache.popitem(last=False)
+                    self._cached_bytes -= size
         return value
 
-    def json(self, path: Path, kind: str) -> Any:
-        """A JSON file's value (any shape: the caller checks it); :class:`BadFileError` in one line."""
+    def json(self, path: Path, kind: str, *, keep: bool = True) -> Any:
+        """A JSON file's value (any shape: the caller checks it); :class:`BadFileError` in one line.  ``keep``:
+        cached (False for a large file read once for a few fields)."""
         def read() -> Any:
             text = read_bounded_text(path, LIMITS[kind], path.name, follow_symlinks=False)
             return parse_json_text(text, printable(self._shown(path)))
-        return self._cached("json", path, read)
+        return self._cached("json", path, read) if keep else (self._inside(path.parent), read())[1]
 
     def json_object(self, path: Path, kind: str) -> dict[str, Any]:
         found = self.json(path, kind)
@@ -164,11 +171,23 @@ class Folder:
         return found
 
     def jsonl(self, path: Path, kind: str) -> list[tuple[int, dict[str, Any]]]:
-        """``(line, record)`` of every complete line; a torn last line skipped (the file is being appended)."""
+        """``(line, record)`` of every complete line, each a JSON object; a torn last line skipped (the file is
+        being appended), as :func:`shopsimrl.io.read_jsonl_objects` reads them, the file's name worked out once."""
         def read() -> list[tuple[int, dict[str, Any]]]:
-            if os.path.islink(path):
-                raise OutsideError(f"{printable(self._shown(path))} is a symbolic link: never followed")
-            return read_jsonl_objects(path, LIMITS[kind], printable(self._shown(path)))
+            text = read_bounded_text(path, LIMITS[kind], path.name, follow_symlinks=False)
+            shown = printable(self._shown(path))
+            records = []
+            for number, line in enumerate(text.split("\n")[:-1], start=1):  # the last piece: torn or empty
+                if not line.strip():
+                    continue
+                if len(line) > LINE_LIMIT:
+                    raise BadFileError(f"{shown} line {number} is {len(line):,} characters long, more than "
+                                       f"the {LINE_LIMIT:,} a line may be")
+                found = parse_json_text(line, f"{shown} line {number}")
+                if not isinstance(found, dict):
+                    raise BadFileError(f"{shown} line {number} holds no JSON object")
+                records.append((number, found))
+            return records
         return self._cached("jsonl", path, read)
 
     def picture(self, path: Path) -> bytes:

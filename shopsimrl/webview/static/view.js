@@ -59,6 +59,10 @@ function drawPrompt(div, data) {
   const traces = [{x: data.steps, y: data.means, text: data.verdicts, name: "mean reward", type: "scatter",
                    mode: "markers", marker: {size: 10, color: data.verdicts.map((v) => COLORS[v] || "#333")},
                    hovertemplate: "step %{x}<br>mean reward %{y:.2f}<br>%{text}<extra></extra>"}];
+  if (data.skipped.length) {
+    traces.push({x: data.skipped, y: data.skipped.map(() => 0), name: "skipped by the selection", type: "scatter",
+                 mode: "markers", marker: {symbol: "x", size: 11, color: "#6c757d"}});
+  }
   const weighted = data.weights.map((w, i) => [data.steps[i], w]).filter((p) => p[1] !== null);
   if (weighted.length) {
     traces.push({x: weighted.map((p) => p[0]), y: weighted.map((p) => p[1]), name: "weight", yaxis: "y2",
