@@ -45,6 +45,10 @@ def handle(args: argparse.Namespace) -> int:
     from shopsimrl.env.server import bind_socket
     from shopsimrl.webview.app import create_app
 
+    if not is_loopback(args.host):
+        print(f"shopsimrl view: WARNING: --host {printable(args.host)}: anyone who can reach this address can read "
+              f"every run under {printable(args.folder)} (prompts, traces, options); the viewer has no login",
+              file=sys.stderr, flush=True)
     try:
         sock = bind_socket(args.host, args.port)
     except (OSError, OverflowError) as exc:
@@ -53,10 +57,6 @@ def handle(args: argparse.Namespace) -> int:
                                         f"(choose another --port)")
     sock.listen(128)  # before the URL is printed: a browser opened on it at once waits instead of being refused
     port = sock.getsockname()[1]
-    if not is_loopback(args.host):
-        print(f"shopsimrl view: WARNING: listening on {printable(args.host)}: anyone who can reach port {port} can "
-              f"read every run under {printable(args.folder)} (prompts, traces, options); the viewer has no login",
-              file=sys.stderr, flush=True)
     shown = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host.strip("[]")
     url = f"http://{'[' + shown + ']' if ':' in shown else shown}:{port}/"
     print(f"shopsimrl view: {printable(args.folder.resolve(), limit=500)} at {url} (Ctrl-C to stop)", flush=True)
@@ -64,6 +64,8 @@ def handle(args: argparse.Namespace) -> int:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shuts down on Ctrl-C, then raises it again: the way a viewer stops
+        print("shopsimrl view: stopped", file=sys.stderr, flush=True)
     finally:
         sock.close()
     return EXIT_OK
