@@ -110,8 +110,8 @@ def create_app(root: Path) -> FastAPI:
         groups, events, notes = step_groups(folder, run, step)
         waves = [(e.get("wave"), e.get("t")) for e in events if e.get("event") == "wave"]
         timeline = folder.exists(folder.step(run, step) / "wave_timeline.png")
-        points = [{"i": g.index, "t": g.finished_at, "v": g.verdict, "p": g.task_id} for g in groups
-                  if g.finished_at is not None]
+        points = [{"i": g.index, "s": g.opened_at, "t": g.finished_at, "v": g.verdict, "p": g.task_id}
+                  for g in groups if g.finished_at is not None]
         return page("step.html", name=name, step=step, groups=groups, notes=notes, timeline=timeline,
                     points={"groups": points, "waves": [t for _, t in waves if isinstance(t, (int, float))]},
                     steps=folder.steps(run))

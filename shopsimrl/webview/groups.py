@@ -28,7 +28,8 @@ class Group:
     wave: int | None
     verdict: str
     classification: str = ""
-    finished_at: float | None = None
+    opened_at: float | None = None  # seconds into the step: when its wave opened it
+    finished_at: float | None = None  # when it finished (aborted: when it was cancelled)
     rewards: list[float | None] = field(default_factory=list)
     end_reasons: list[str | None] = field(default_factory=list)
     errors: list[str | None] = field(default_factory=list)
@@ -71,13 +72,14 @@ def step_groups(folder: Folder, run: Path, step: int, *, task_id: str | None = N
     if not events:
         notes.append("no events.jsonl: the step has not finished (the groups' verdicts are written at its end)")
     groups: dict[int, Group] = {}
-    opened: dict[int, tuple[str, int | None]] = {}
+    opened: dict[int, tuple[str, int | None, float | None]] = {}
     for event in events:
         kind = event.get("event")
+        t = float(event["t"]) if isinstance(event.get("t"), (int, float)) and not isinstance(event["t"], bool) else None
         if kind == "wave" and isinstance(event.get("task_ids"), list):
             first = _int(event.get("first_index")) or 0
             for offset, task in enumerate(event["task_ids"]):
-                opened[first + offset] = (_text(task, 120), _int(event.get("wave")))
+                opened[first + offset] = (_text(task, 120), _int(event.get("wave")), t)
         elif kind == "decision" and _int(event.get("index")) is not None:
             index = int(event["index"])
             groups[index] = Group(index, _text(event.get("task_id"), 120), _int(event.get("wave")), verdict_of(event),
@@ -85,8 +87,10 @@ def step_groups(folder: Folder, run: Path, step: int, *, task_id: str | None = N
         elif kind == "abort" and isinstance(event.get("aborted"), list):
             for index in event["aborted"]:
                 if _int(index) is not None and index not in groups:
-                    task, wave = opened.get(index, ("", None))
-                    groups[index] = Group(index, task, wave, "aborted")
+                    task, wave, _ = opened.get(index, ("", None, None))
+                    groups[index] = Group(index, task, wave, "aborted", finished_at=t)
+    for index, group in groups.items():
+        group.opened_at = opened.get(index, ("", None, None))[2]
     if task_id is not None:
         groups = {k: g for k, g in groups.items() if g.task_id == task_id}
     _add_triage(folder, root, groups, notes)
@@ -106,7 +110,7 @@ def _add_triage(folder: Folder, root: Path, groups: dict[int, Group], notes: lis
             notes.append(str(exc))
             continue
         group.triage = True
-        if isinstance(record.get("finished_at"), (int, float)):
+        if isinstance(record.get("finished_at"), (int, float)) and not isinstance(record["finished_at"], bool):
             group.finished_at = float(record["finished_at"])
         group.classification = group.classification or _text(record.get("classification"), 40)
         for sibling in record.get("siblings") or []:

@@ -7,7 +7,9 @@ error, no failed load, and the key elements there (charts drawn, the group table
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from browser.cdp import Browser
 from view_runs import make_run, view_server
 
+from shopsimrl.rollout.outputs import prepare_run_dir
 from shopsimrl.webview.folder import Folder
 from shopsimrl.webview.groups import step_groups
 
@@ -103,3 +106,43 @@ def test_the_prompt_page_draws_its_outcomes(browser, server, runs, shots):
 def test_an_error_page_is_a_page_too(browser, server, shots):
     browser.load(server + "run/real/step/99")
     assert browser.value("document.getElementById('error').textContent").startswith("step-99")
+
+
+def test_a_running_run_updates_without_a_reload(browser, server, runs, shots):
+    """A run holding its lock shows as running; when its last step lands and the lock is let go, the runs table
+    and the run's charts follow within a refresh, in the same page (a value set on the page survives)."""
+    live = runs / "live"
+    shutil.copytree(runs / "real", live)
+    shutil.rmtree(live / "step-3")
+    rows = (live / "metrics.jsonl").read_text().splitlines()
+    (live / "metrics.jsonl").write_text("\n".join(rows[:2]) + "\n")
+    paths = prepare_run_dir(runs, "live", resume=True)  # holds the lock, as a running rollout does
+    try:
+        row = "document.querySelector('tr[data-run=\"live\"]')"
+        visit(browser, server, f"{row} !== null && {row}.textContent.includes('running')", shots / "runs-live.png")
+        browser.value("window.sameLoad = 'yes'")
+        shutil.copytree(runs / "real" / "step-3", live / "step-3")
+        (live / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    finally:
+        paths.unlock()
+    browser.wait_for(f"{row}.textContent.includes('finished') && {row}.textContent.includes('3 / 3')", timeout=20)
+    assert browser.value("window.sameLoad") == "yes" and browser.errors() == []
+    assert json.loads((live / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 3
+
+
+def test_a_running_runs_charts_grow_without_a_reload(browser, server, runs):
+    grow = runs / "grow"
+    shutil.copytree(runs / "real", grow)
+    rows = (grow / "metrics.jsonl").read_text().splitlines()
+    (grow / "metrics.jsonl").write_text(rows[0] + "\n")
+    paths = prepare_run_dir(runs, "grow", resume=True)
+    try:
+        points = "(document.querySelector('#chart-waves') || {data: [{x: []}]}).data[0].x.length"
+        browser.load(server + "run/grow")
+        browser.wait_for(f"{points} === 1")
+        browser.value("window.sameLoad = 'yes'")
+        (grow / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+        browser.wait_for(f"{points} === 3", timeout=20)
+        assert browser.value("window.sameLoad") == "yes" and browser.errors() == []
+    finally:
+        paths.unlock()

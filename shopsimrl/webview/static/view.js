@@ -39,17 +39,26 @@ async function drawCharts(box) {
 }
 
 function drawTimeline(div, data) {
+  // one bar per group, from its wave's opening to its end (finished, or cancelled if aborted), by verdict
   const byVerdict = {};
   for (const g of data.groups) {
     (byVerdict[g.v] = byVerdict[g.v] || []).push(g);
   }
-  const traces = Object.keys(byVerdict).map((v) => ({
-    x: byVerdict[v].map((g) => g.t), y: byVerdict[v].map((g) => g.i), text: byVerdict[v].map((g) => g.p),
-    name: v, type: "scatter", mode: "markers", marker: {color: COLORS[v] || "#333", size: 8},
-    hovertemplate: "group %{y}<br>%{text}<br>finished %{x:.2f} s<extra>" + v + "</extra>"}));
+  const traces = Object.keys(byVerdict).map((v) => {
+    const x = [], y = [], text = [];
+    for (const g of byVerdict[v]) {
+      const start = g.s === null ? g.t : g.s;
+      x.push(start, g.t, null);
+      y.push(g.i, g.i, null);
+      text.push(g.p, g.p, null);
+    }
+    return {x, y, text, name: v, type: "scatter", mode: "lines+markers", line: {color: COLORS[v] || "#333", width: 3},
+            marker: {size: 4}, hovertemplate: "group %{y}<br>%{text}<br>%{x:.2f} s<extra>" + v + "</extra>"};
+  });
   const shapes = data.waves.map((t) => ({type: "line", x0: t, x1: t, yref: "paper", y0: 0, y1: 1,
                                          line: {color: "#999", dash: "dot"}}));
-  const layout = Object.assign({}, LAYOUT, {title: {text: "groups finished (dotted: a wave opens)", font: {size: 13}},
+  const layout = Object.assign({}, LAYOUT, {title: {text: "groups from their wave's opening (dotted) to their end",
+                                                    font: {size: 13}},
                                xaxis: {title: {text: "seconds into the step"}}, yaxis: {title: {text: "group"}}, shapes});
   Plotly.newPlot(div, traces, layout, CONFIG);
   div.dataset.drawn = String(traces.length);
