@@ -35,6 +35,13 @@ class Turn:
     reward: float | None
     ended: str
     seconds: str
+    answer: str = ""  # the env's answer: the page after the action (the next turn's, or the last page)
+
+    @property
+    def answer_head(self) -> str:
+        """The answer's first line past the instruction (what kind of page, or the env's message)."""
+        lines = [line for line in self.answer.splitlines() if line.strip() and not line.startswith("Instruction:")]
+        return lines[0][:200] if lines else ""
 
 
 @dataclass
@@ -101,6 +108,9 @@ def read_episode(folder: Folder, path: Path) -> Episode:
         turns.append(Turn(number, _text(step.get("page"), 40),
                           _text(step.get("observation")), _text(output.get("text")), calls,
                           _text(step.get("action"), 4000), mistake, _number(step.get("reward")), ended, seconds))
+    final_observation = _text(trace.get("final_observation"))
+    for turn, after in zip(turns, [t.observation for t in turns[1:]] + [final_observation]):
+        turn.answer = after
     final = _dict(trace.get("final"))
     error = _dict(trace.get("error"))
     return Episode(
@@ -108,7 +118,7 @@ def read_episode(folder: Folder, path: Path) -> Episode:
         instruction=_text(task.get("instruction"), 4000),
         goal=_pairs(_dict(task.get("goal"))),
         turns=turns,
-        final_observation=_text(trace.get("final_observation")),
+        final_observation=final_observation,
         scored=trace.get("scored") is True,
         end_reason=_text(trace.get("end_reason"), 80),
         reward=_number(final.get("reward")),
