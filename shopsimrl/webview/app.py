@@ -54,6 +54,8 @@ def _plotly_js() -> bytes:
 def create_app(root: Path) -> FastAPI:
     folder = Folder(root)
     env = _templates()
+    for name in env.list_templates():  # compiled now, not on each page's first request
+        env.get_template(name)
     app = FastAPI(title="shopsimrl view", docs_url=None, redoc_url=None, openapi_url=None)
     scripts: dict[str, bytes] = {}
 

@@ -84,7 +84,7 @@ def charts(folder: Folder, names: Sequence[str]) -> dict[str, Any]:
             xs, ys = _series(rows, key)
             _chart(found, "modelled", "modelled figures per step", "modelled", step_axis=True)["traces"].append(
                 {"name": plot_text(f"{name}: {key}" if several else key), "x": xs, "y": ys})
-        _held_out(found, errors, run, name, rows, [k for k in modelled if "second" in k])
+        _held_out(folder, found, errors, run, name, rows, [k for k in modelled if "second" in k])
     return {"charts": list(found.values()), "errors": errors}  # set as text by the page
 
 
@@ -96,7 +96,7 @@ def _chart(found: dict[str, dict[str, Any]], chart: str, title: str, xlabel: str
     return found[chart]
 
 
-def _held_out(found: dict[str, dict[str, Any]], errors: list[str], run: Path, name: str,
+def _held_out(folder: Folder, found: dict[str, dict[str, Any]], errors: list[str], run: Path, name: str,
               rows: dict[int, dict[str, Any]], seconds_keys: list[str]) -> None:
     """Held-out success (sampled, greedy dashed) against generated episodes and, where the run reports them,
     against cumulative modelled seconds (the first ``modelled`` key of seconds, summed over steps)."""
@@ -104,7 +104,8 @@ def _held_out(found: dict[str, dict[str, Any]], errors: list[str], run: Path, na
         return
     try:
         _no_links(run, list(rows))  # compare's reader follows links: the viewer never does
-        curve = read_run(run)
+        marked = sum(folder.exists(run / f"step-{k}" / MARKER) for k in rows)  # a marker lands after its row
+        curve = folder.cached(f"curve/{marked}", run / "metrics.jsonl", lambda: read_run(run))
     except BadFileError as exc:
         errors.append(f"{printable(name, limit=60)}: held-out chart left out: {exc}")
         return

@@ -135,7 +135,7 @@ class Folder:
             return None
         return (info.st_ino, info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
 
-    def _cached(self, kind: str, path: Path, read: Any) -> Any:
+    def cached(self, kind: str, path: Path, read: Any) -> Any:
         """``read()``, or what it gave for the same file (same inode, size and mtime) before.  The values kept
         add up to at most the cache's bytes (by size on disk); a file larger than a quarter of it is never kept."""
         self._inside(path.parent)
@@ -162,7 +162,7 @@ class Folder:
         def read() -> Any:
             text = read_bounded_text(path, LIMITS[kind], path.name, follow_symlinks=False)
             return parse_json_text(text, printable(self._shown(path)))
-        return self._cached("json", path, read) if keep else (self._inside(path.parent), read())[1]
+        return self.cached("json", path, read) if keep else (self._inside(path.parent), read())[1]
 
     def json_object(self, path: Path, kind: str) -> dict[str, Any]:
         found = self.json(path, kind)
@@ -188,7 +188,7 @@ class Folder:
                     raise BadFileError(f"{shown} line {number} holds no JSON object")
                 records.append((number, found))
             return records
-        return self._cached("jsonl", path, read)
+        return self.cached("jsonl", path, read)
 
     def picture(self, path: Path) -> bytes:
         self._inside(path.parent)
