@@ -35,7 +35,7 @@ LIMITS = {"run.json": 1 << 20, "metrics.jsonl": 256 << 20, "events.jsonl": 64 <<
           "trace": 16 << 20, "triage": 4 << 20, "state": 64 << 20, "picture": 16 << 20, "marker": 1 << 20, "locks": 4 << 20}
 LINE_LIMIT = 1 << 20  # characters of one JSONL line (a step's row, an event)
 MAX_RUNS = 2000  # folders listed on the runs page
-CACHE_BYTES = 64 << 20  # parsed files kept, counted by their size on disk (a parsed file takes a few times more)
+CACHE_BYTES = 16 << 20  # parsed files kept, counted by their size on disk (parsed, a file takes a few times more)
 
 
 class OutsideError(BadFileError):
