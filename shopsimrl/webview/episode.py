@@ -20,7 +20,7 @@ from shopsimrl.io import BadFileError, printable
 from shopsimrl.webview.folder import Folder, OutsideError
 
 TRACE_NAME = re.compile(r"g([0-9]{4,6})-s([0-9]{1,4})\.json")
-TEXT_LIMIT = 20_000  # characters of one observation or reply shown (the rest is cut, and says so)
+TEXT_LIMIT = 1 << 15  # characters of one observation or reply shown (the rest is cut, and says so)
 
 
 @dataclass
