@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import BadFileError, printable
+from shopsimrl.sampling import Decision, Verdict
 from shopsimrl.webview.folder import Folder
 
 VERDICTS = ("kept", "fallback", "zero-spread", "technical", "surplus", "aborted")
@@ -43,14 +44,13 @@ class Group:
 
 
 def verdict_of(event: dict[str, Any]) -> str:
-    decision, verdict = event.get("decision"), event.get("verdict")
-    if decision == "accepted":
+    """The page's word for a ``decision`` event: the filter's decision, and for a drop, why."""
+    decision = event.get("decision")
+    if decision == Decision.ACCEPTED.value:
         return "kept"
-    if decision == "fallback":
-        return "fallback"
-    if decision == "surplus":
-        return "surplus"
-    return "technical" if verdict == "technical" else "zero-spread"
+    if decision in (Decision.FALLBACK.value, Decision.SURPLUS.value):
+        return str(decision)
+    return "technical" if event.get("verdict") == Verdict.TECHNICAL.value else "zero-spread"
 
 
 def _int(value: Any) -> int | None:

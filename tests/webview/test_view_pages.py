@@ -14,7 +14,7 @@ from view_runs import make_run
 
 from shopsimrl.webview.app import create_app
 from shopsimrl.webview.folder import Folder
-from shopsimrl.webview.groups import step_groups
+from shopsimrl.webview.groups import step_groups, verdict_of
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +191,34 @@ def test_the_only_methods_are_reads(runs):
     for method in ("post", "put", "delete", "patch"):
         assert getattr(web, method)("/run/real").status_code == 405
     assert re.search(r"<h1>Cannot show this page</h1>", web.post("/").text)
+
+
+def test_the_step_pages_verdicts_add_up_to_the_steps_own_counts(runs):
+    """Each verdict's groups on a step page are as many as the step's metrics count (kept = accepted + fallback)."""
+    folder = Folder(runs)
+    rows_ = {r["step"]: r for r in map(json.loads, (runs / "real" / "metrics.jsonl").read_text().splitlines())}
+    seen = set()
+    for step, row in rows_.items():
+        groups = step_groups(folder, folder.run("real"), step)[0]
+        count = {v: sum(g.verdict == v for g in groups) for v in ("kept", "fallback", "zero-spread", "technical",
+                                                                  "surplus", "aborted")}
+        w = "rollout/shopsim/waste/"
+        assert count["kept"] + count["fallback"] == row[w + "groups_kept"]
+        assert count["fallback"] == row["rollout/shopsim/step/fallback_group_count"]
+        assert count["zero-spread"] == row[w + "groups_dropped_zero_std"]
+        assert count["technical"] == row[w + "groups_dropped_technical"]
+        assert count["surplus"] == row[w + "groups_surplus"]
+        assert count["aborted"] == row[w + "groups_aborted"]
+        seen |= {v for v, n in count.items() if n}
+    assert seen >= {"kept", "fallback", "zero-spread", "technical", "aborted"}  # the run shows them (else: no proof)
+
+
+@pytest.mark.parametrize(("event", "verdict"), [
+    ({"decision": "accepted", "verdict": "varied"}, "kept"),
+    ({"decision": "fallback", "verdict": "zero_std"}, "fallback"),
+    ({"decision": "surplus", "verdict": "varied"}, "surplus"),
+    ({"decision": "dropped", "verdict": "zero_std"}, "zero-spread"),
+    ({"decision": "dropped", "verdict": "technical"}, "technical"),
+])
+def test_each_decision_has_its_word(event, verdict):
+    assert verdict_of(event) == verdict

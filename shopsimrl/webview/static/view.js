@@ -9,7 +9,8 @@ const LAYOUT = {margin: {l: 55, r: 10, t: 35, b: 45}, height: 300, legend: {font
 const CONFIG = {displaylogo: false, responsive: true};
 
 function refreshSeconds() {
-  return 5;
+  // the server's REFRESH_SECONDS (shopsimrl/webview/app.py), handed over on the page
+  return Number(document.body.dataset.refreshSeconds) || 5;
 }
 
 async function drawCharts(box) {
