@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test faults mutate e2e bench slime-check clean
+.PHONY: venv demo test faults mutate e2e bench browser slime-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,7 @@ venv: $(STAMP)
 ## each demo replaces the previous one in runs/demo (a demo still running holds its lock and is never replaced)
 demo: $(STAMP)
 	$(VENV)/bin/shopsimrl rollout --steps 3 --name demo --overwrite
+	@echo "look at it in a browser: $(VENV)/bin/shopsimrl view runs/demo"
 
 ## make test: ruff (lint and import order, rules in pyproject.toml), then the whole test suite but the fault matrix
 ## (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too;
@@ -25,13 +26,19 @@ demo: $(STAMP)
 ## on every usable CPU (pytest-xdist: a worker per CPU, each test file on one worker; one CPU: in this process)
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --ignore=tests/faults
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --ignore=tests/faults --ignore=tests/browser
 
 ## make slime-check: does this release fit the slime checkout at SLIME_SRC? slime's real train loop, rollout and
 ## abort with our hooks, on a CPU (torch, Ray, Megatron and SGLang's servers stood in for); a verdict per check
 slime-check: $(STAMP)
 	@test -n "$(SLIME_SRC)" || { echo "make slime-check: set SLIME_SRC to a slime checkout (holds slime/ and train.py)"; exit 2; }
 	$(VENV)/bin/shopsimrl slime check --slime-src "$(SLIME_SRC)"
+
+## make browser: every kind of `shopsimrl view` page in headless Chromium (Debian's package, installed when missing)
+## on a real run: no console error, the key elements there; screenshots to $(SCREENSHOTS) when set (docs/view)
+browser: $(STAMP)
+	command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+	SHOPSIMRL_SCREENSHOTS=$(SCREENSHOTS) $(PY) -m pytest -q -p no:xdist tests/browser
 
 ## make faults: the fault matrix (env server killed, stalled, restarted; signals; full disk; ...)
 faults: $(STAMP)

@@ -26,6 +26,7 @@ from shopsimrl.commands import (
     simulate,
     slime,
     train,
+    view,
 )
 from shopsimrl.commands.dispatch import run
 
@@ -39,6 +40,7 @@ COMMANDS = (
     slime,  # slime check: does this release fit a slime checkout
     simulate,  # simulate: GPU-free training runs comparing selection strategies
     compare,  # compare: held-out success against generated episodes for several runs
+    view,  # view: runs in a browser, from the metrics down to each episode (read-only web app)
     measure,  # measure: success rate and group labels of the heuristic policy
     calibrate,  # calibrate: fit the simulated world to the release run
     launch,  # launch --print-defaults: the training knobs' defaults as shell lines

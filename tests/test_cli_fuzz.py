@@ -135,6 +135,7 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
                 "--options": ("x", "[1]", "", "{", Late('{"bogus": 1}'), Late('{"temperature": -1}'),
                               Late('{"temperature": "x"}'))},
     "calibrate": {"release_csv": CONTENT, "out_json": ()},
+    "view": {"folder": ("", "/nonexistent/runs", "/etc/hostname"), "--port": ("-1", "70000")},
 }
 
 #: options any string suits, and why
@@ -144,6 +145,8 @@ NO_BAD_VALUE: dict[str, dict[str, str]] = {
                       "--host": "each node's own address by default; a bad one fails on that node"},
     "env play": {"--task": "a task id: play lists the split's tasks when it is unknown"},
     "train": {"extra": "handed to slime's train.py verbatim after --"},
+    "view": {"--host": "any address: one beyond loopback is warned, one not this machine's refused when the port is "
+                       "taken (tests/webview/test_view_command.py)"},
 }
 
 #: options that must come along for the command to parse (the second one of a mutually exclusive pair)

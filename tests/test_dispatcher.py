@@ -38,9 +38,9 @@ def test_measure_has_its_own_usage(capsys):
 def test_help_lists_every_command():
     text = build_parser().format_help()
     for name in ("rollout", "env", "replay", "data", "train", "slime", "simulate", "compare", "measure", "calibrate",
-                 "launch"):
+                 "launch", "view"):
         assert name in text
-    assert len(COMMANDS) == 11
+    assert len(COMMANDS) == 12
 
 
 def _parser(handler) -> argparse.ArgumentParser:

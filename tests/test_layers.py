@@ -24,6 +24,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"rollout"}),
     frozenset({"learn", "simulate", "slime"}),
     frozenset({"slime_runtime", "slime_metrics"}),  # the stable paths slime loads the hooks by
+    frozenset({"webview"}),  # shopsimrl view: reads what rollout and learn leave on disk
     frozenset({"commands"}),
     frozenset({"cli"}),
 )
