@@ -98,11 +98,19 @@ class Regime:
         return self.max_steps if strategy.split("/")[1] == "adaptive" else self.steps
 
 
+#: The release run's regime (the default catalog for its 80 steps, about 1.6 epoch passes), where the informative
+#: rule has little to skip: seed/fixed, informative/adaptive and the ``forecast`` rule that skips never-seen prompts
+#: forecast from their text and labels (``FORECAST``).  Evaluated every 10 steps (8 evaluations; the budget is 20,480
+#: episodes); adaptive waves run at most 100 steps.
+FORECAST = "forecast/adaptive"
+RELEASE = Regime("release", None, ("seed/fixed", "informative/adaptive", FORECAST), tuple(range(8)), "val", 4,
+                 steps=80, eval_every=10, max_steps=100)
 REGIMES = (
     Regime("products_2000", 2000, ("seed/fixed", "spread/fixed", "spread/adaptive", "informative/fixed",
-                                   "informative/adaptive", "informative/adaptive/staged"), tuple(range(15)),
+                                   "informative/adaptive", "informative/adaptive/staged", FORECAST), tuple(range(15)),
            "val+test", 16),
     Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), tuple(range(9)), "val", 4),
+    RELEASE,
 )
 QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10, max_steps=16)
 
