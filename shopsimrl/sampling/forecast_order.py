@@ -13,6 +13,8 @@ source of skips, on the same principle (skip what is predicted to carry no gradi
   skipped when predicted at least as likely as a typical prompt to spread.  With today's skip on a run
   of solved groups, the larger of the two chances applies.  Before the gate opens, and where the text
   and labels carry nothing (the forecast stays at the base rate and the gate shut), this is today's rule.
+- **Its predictions**: once the gate is open, a never-seen prompt's predicted zero spread is the forecast's, so
+  adaptive waves size their refills and staged siblings stage on it.
 - **The weight, the bound, the pace**: today's.  A hand-out that could have been skipped with chance ``p``
   weighs ``1 / (1 − p)`` (at most ``1 / RETRY_FLOOR`` = 5); at most one hand-out per epoch pass; the skips
   share the pass's skip budget (``max_skip_share``), so no prompt is trained more often than today's rule
@@ -85,6 +87,13 @@ class ForecastOrder(InformativeOrder):
         if typical <= 0.0 or q >= typical:
             return 0.0
         return min(1.0 - self.retry_floor, 1.0 - (q / typical) ** self.sharpness)
+
+    def _predict(self, i: int) -> float:
+        """A never-seen prompt's zero spread is the forecast's once its gate is open (adaptive waves size on it, staged
+        siblings stage on it); otherwise, and for every prompt observed before, the evidence's."""
+        if not self.evidence.observed[i] and self._pending is None and self.forecast.ready():
+            return self.forecast.predict(i, HISTORY[0])
+        return super()._predict(i)
 
     def skip_probability(self, i: int) -> float:
         return max(super().skip_probability(i), self.forecast_skip(i))
