@@ -14,7 +14,7 @@ from shopsimrl.cli import main as cli_main
 from shopsimrl.sampling.forecast import ForecastStateError
 from shopsimrl.slime.data import PromptDataError, descriptions_of, read_prompts
 from shopsimrl.slime.data_source import SelectorDataSource
-from shopsimrl.slime_metrics import record_generated_rollout_groups
+from shopsimrl.slime_metrics import enrich_rollout_metrics, record_generated_rollout_groups
 
 
 def write(path, metas):
@@ -47,6 +47,12 @@ def test_the_data_source_forecasts_from_the_instruction_and_every_label_of_the_p
     done = [kit.scored_group(g, [0.0] * 4 if "hard" in g[0].metadata["instruction"] else [1.0, 0.0, 1.0, 0.0],
                              g[0].metadata["task_id"]) for g in groups]
     record_generated_rollout_groups(args, done, source)
+    metrics: dict = {}  # slime's log of the step (W&B too): the forecast's calibration beside the selector's figures
+    enrich_rollout_metrics(1, args, [s for g in done for s in g], metrics, 1.0)
+    assert metrics["rollout/shopsim/selector/forecast/groups"] == 20
+    assert 0.0 <= metrics["rollout/shopsim/selector/forecast/brier"] <= 1.0
+    hard = sum("hard" in g[0].metadata["instruction"] for g in groups)  # every hard prompt's group failed whole
+    assert metrics["rollout/shopsim/selector/forecast/observed_zero_spread"] == pytest.approx(hard / 20)
     assert forecast.scored == pytest.approx(sum(0.995 ** k for k in range(20)))
     ev = source.selector.evidence
     unseen = [i for i in range(60) if not ev.observed[i]]
