@@ -246,6 +246,19 @@ def concentration(run: Path, train_tasks: int, steps: int | None = None, last_st
             "distinct_per_train_size_starts_last": float(len(set(window))), "starts_window": float(len(window))}
 
 
+def forecast_calibration(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The ``forecast`` rule's calibration over the steps (its groups of rarely-seen prompts): mean predicted and
+    observed zero-spread rate, its Brier score and the base rate's, weighted by each step's groups; ``{}`` without it."""
+    key = PREFIX + "selector/forecast/"
+    groups = sum(row.get(key + "groups", 0.0) for row in rows)
+    if not groups:
+        return {}
+    means = ("predicted_zero_spread", "observed_zero_spread", "brier", "base_brier")
+    return {"forecast_groups": groups, "forecast_skipped": sum(row.get(key + "skipped", 0.0) for row in rows),
+            **{f"forecast_{m}": sum(row.get(key + "groups", 0.0) * row.get(key + m, 0.0) for row in rows) / groups
+               for m in means}}
+
+
 def within(rows: Sequence[dict[str, Any]], budget: float) -> list[dict[str, Any]]:
     """The rows of the steps whose generated episodes, summed from the first step, stay within ``budget``."""
     spent, kept = 0.0, []
@@ -292,6 +305,7 @@ def figures(run: Path, budget: float | None = None, steps: int | None = None) ->
         "rollout_success_rate_last_5_steps": sum(row[PREFIX + "success_rate"] for row in rows[-5:]) / 5,
         **concentration(run, train_tasks, steps, last_step),
         **spread_calibration(run, rows, last_step),
+        **forecast_calibration(rows),
         **({"emitted_concentration_last_step": emitted} if emitted else {}),
         "curve": points,
     }
