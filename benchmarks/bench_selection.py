@@ -98,11 +98,22 @@ class Regime:
         return self.max_steps if strategy.split("/")[1] == "adaptive" else self.steps
 
 
+#: The release run's regime (the default catalog for its 80 steps, about 1.6 epoch passes), where the informative
+#: rule has little to skip: seed/fixed against the ``forecast`` rule that skips never-seen prompts forecast from their
+#: text and labels (``FORECAST``), alone and with staged siblings (a pilot before committing).  Evaluated every 10 steps (8 evaluations; the budget is 20,480
+#: episodes); adaptive waves run at most 100 steps.
+FORECAST = "forecast/adaptive"
+FORECAST_STAGED = "forecast/adaptive/staged"  # with a pilot of half the siblings before committing the rest
+RELEASE = Regime("release", None, ("seed/fixed", FORECAST, FORECAST_STAGED), tuple(range(5)), "val", 4, steps=80,
+                 eval_every=10, max_steps=100)
+#: The ``forecast`` rule's targets: (regime, most episodes to reach seed/fixed's final, least informative ratio).
+FORECAST_TARGETS = {"release": (0.65, 1.35), "products_2000": (0.6, None)}
 REGIMES = (
     Regime("products_2000", 2000, ("seed/fixed", "spread/fixed", "spread/adaptive", "informative/fixed",
-                                   "informative/adaptive", "informative/adaptive/staged"), tuple(range(15)),
+                                   "informative/adaptive", "informative/adaptive/staged", FORECAST), tuple(range(15)),
            "val+test", 16),
     Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), tuple(range(9)), "val", 4),
+    RELEASE,
 )
 QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10, max_steps=16)
 
@@ -235,6 +246,19 @@ def concentration(run: Path, train_tasks: int, steps: int | None = None, last_st
             "distinct_per_train_size_starts_last": float(len(set(window))), "starts_window": float(len(window))}
 
 
+def forecast_calibration(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The ``forecast`` rule's calibration over the steps (its groups of rarely-seen prompts): mean predicted and
+    observed zero-spread rate, its Brier score and the base rate's, weighted by each step's groups; ``{}`` without it."""
+    key = PREFIX + "selector/forecast/"
+    groups = sum(row.get(key + "groups", 0.0) for row in rows)
+    if not groups:
+        return {}
+    means = ("predicted_zero_spread", "observed_zero_spread", "brier", "base_brier")
+    return {"forecast_groups": groups, "forecast_skipped": sum(row.get(key + "skipped", 0.0) for row in rows),
+            **{f"forecast_{m}": sum(row.get(key + "groups", 0.0) * row.get(key + m, 0.0) for row in rows) / groups
+               for m in means}}
+
+
 def within(rows: Sequence[dict[str, Any]], budget: float) -> list[dict[str, Any]]:
     """The rows of the steps whose generated episodes, summed from the first step, stay within ``budget``."""
     spent, kept = 0.0, []
@@ -281,6 +305,7 @@ def figures(run: Path, budget: float | None = None, steps: int | None = None) ->
         "rollout_success_rate_last_5_steps": sum(row[PREFIX + "success_rate"] for row in rows[-5:]) / 5,
         **concentration(run, train_tasks, steps, last_step),
         **spread_calibration(run, rows, last_step),
+        **forecast_calibration(rows),
         **({"emitted_concentration_last_step": emitted} if emitted else {}),
         "curve": points,
     }
@@ -440,11 +465,42 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
                     out[f"{regime}: {strategy} most trainings of one prompt <= 1.5x seed order's"] = {
                         "value": ratio, "met": ratio <= 1.5,
                         "note": f"{summ[strategy]['max_trainings_per_prompt']:g} against {seed_max:g} (medians)"}
-    reach_keys = [k for k in out if "episodes to reach" in k and STAGED_BESIDE not in k]
+    out.update(forecast_targets(results))
+    reach_keys = [k for k in out if "episodes to reach" in k and STAGED_BESIDE not in k and "forecast" not in k]
     if reach_keys:
         any_met = any(out[k]["met"] for k in reach_keys)
         for k in reach_keys:
             out[k]["met_on_at_least_one_catalog"] = any_met
+    return out
+
+
+def forecast_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``forecast`` rule's targets (``FORECAST_TARGETS``), paired by seed: episodes to reach seed/fixed's final
+    success, never below it by more than 0.01 at equal generated episodes from 2,500 on (the lowest bound of the 95%
+    intervals), informative groups per 1,000 generated episodes, the most trainings of one prompt <= 1.5x."""
+    out: dict[str, dict[str, Any]] = {}
+    for regime, (reach_most, informative_least) in FORECAST_TARGETS.items():
+        if regime not in results["regimes"]:
+            continue
+        pairs, summ = results["regimes"][regime]["paired"], results["regimes"][regime]["summary"]
+        for strategy in (FORECAST, FORECAST_STAGED):
+            if strategy not in pairs:
+                continue
+            pair, name = pairs[strategy], f"{regime}: {strategy}"
+            reach = pair["episodes_to_reach_seed_fixed_final"]["median_ratio"]
+            out[f"{name} episodes to reach seed/fixed's final success <= {reach_most}x"] = {
+                "value": reach, "met": reach is not None and reach <= reach_most}
+            low = pair["at_equal_episodes"]["worst_low"]
+            out[f"{name} held-out success at equal generated episodes from 2,500 on >= seed/fixed - 0.01 (95% low)"] = {
+                "value": low, "met": low is not None and low >= -0.01,
+                "worst_median": pair["at_equal_episodes"]["worst_median"]}
+            if informative_least is not None:
+                ratio = pair["informative_per_1k_ratio"]["median"]
+                out[f"{name} informative groups per 1k generated episodes >= {informative_least}x seed/fixed"] = {
+                    "value": ratio, "met": ratio >= informative_least,
+                    "interval": pair["informative_per_1k_ratio"]["interval"]}
+            most = summ[strategy]["max_trainings_per_prompt"] / summ[SEED_FIXED]["max_trainings_per_prompt"]
+            out[f"{name} most trainings of one prompt <= 1.5x seed order's"] = {"value": most, "met": most <= 1.5}
     return out
 
 

@@ -246,6 +246,13 @@ MUTATIONS = (
              "test_staged_population.py::test_r29_fit_population_counts_what_a_group_decided_after_k_showed",
              SAMPLING + "estimate.py",
              "        if count > 0.0:  # the binomial", "        if count > 0.0 and n >= max(n for n, _ in counts):  # the binomial"),
+    # the forecast rule reads what a trainer has before rollout, never the env's hidden goal
+    Mutation("forecast-reads-the-hidden-goal", "selection",
+             "tests/rollout/test_forecast_descriptions.py::"
+             "test_descriptions_are_the_instruction_and_the_category_and_nothing_of_the_hidden_goal",
+             "shopsimrl/rollout/clusters.py",
+             'return task_id, {"instruction": task.instruction,',
+             'return task_id, {"instruction": task.instruction, "product": str(task.goal.get("product_id")),'),
     # the informative selection rule (docs/efficient-sampling.md)
     Mutation("informative-skip-without-floor", "selection",
              "test_selector_informative.py::test_a_skipped_prompt_is_retried_at_least_at_the_floor",

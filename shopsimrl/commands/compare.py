@@ -59,7 +59,7 @@ def _cell(column: str, value: object) -> str:
         return "-"
     if isinstance(value, str):  # user data (folder names, run.json labels): no escape sequences, no rich markup
         return escape(printable(value))
-    if "success" in column or "greedy" in column or "share" in column:
+    if "success" in column or "greedy" in column or "share" in column or "brier" in column:
         return f"{float(value):.3f}"  # type: ignore[arg-type]
     if "episodes" in column:
         return f"{float(value):,.0f}"  # type: ignore[arg-type]

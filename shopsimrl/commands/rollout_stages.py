@@ -29,7 +29,7 @@ from shopsimrl.errors import Refusal
 from shopsimrl.learn.connect import make_learning_policy
 from shopsimrl.learn.connect import run_fields as learning_fields
 from shopsimrl.learn.connect import start as start_learning
-from shopsimrl.rollout.clusters import task_categories
+from shopsimrl.rollout.clusters import task_categories, task_descriptions
 from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.faults import FaultInjectingEnv
 from shopsimrl.rollout.outputs import RunDirError, RunPaths, prepare_run_dir
@@ -38,7 +38,7 @@ from shopsimrl.rollout.run import RolloutConfig, run_rollout
 from shopsimrl.rollout.tracking import WandbLogger
 from shopsimrl.rollout.view import RolloutView
 from shopsimrl.sampling import SamplingKnobs, TooManyTechnicalFailures
-from shopsimrl.sampling.modes import is_faithful
+from shopsimrl.sampling.modes import Strategy, is_faithful
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -165,7 +165,7 @@ def _prepare_outputs(args: Any, name: str) -> RunPaths:
 
 async def _run_steps(args: Any, config: RolloutConfig, runner: Any, task_ids: list[str], paths: RunPaths,
                      interrupts: Interrupts, learner_kwargs: dict[str, Any], logger: Any, extra: dict[str, Any],
-                     clusters: dict[str, str] | None) -> int:
+                     clusters: dict[str, str] | None, descriptions: dict[str, dict[str, str]] | None = None) -> int:
     """Stage 5: the steps, under the live view; each way a run can stop becomes its exit code and message."""
     console = Console()
     if not console.is_terminal:  # captured output: wide enough for the summary table
@@ -178,7 +178,7 @@ async def _run_steps(args: Any, config: RolloutConfig, runner: Any, task_ids: li
             result = await run_rollout(config, runner, task_ids, observer=view,
                                        on_step=logger.log if logger else None, extra_config=extra,
                                        paths=paths, keep_reports=False,  # summary rows only: memory flat over steps
-                                       clusters=clusters, **learner_kwargs)
+                                       clusters=clusters, descriptions=descriptions, **learner_kwargs)
         except TooManyTechnicalFailures as exc:
             step_dir = Path(exc.trace_dir or paths.root)
             _stderr(f"shopsimrl rollout: stopped: {exc}\ntraces: {step_dir / 'traces'}\n"
@@ -227,8 +227,10 @@ async def _run(args: Any, config: RolloutConfig, options: dict[str, Any], interr
                                  config={**config.knobs.as_dict(), **extra, "seed": args.seed})
         # ShopSim's categories: the prompt source's clusters (a selector explores by cluster, reports coverage)
         clusters = None if is_faithful(config.selection, config.waves) else await task_categories(env.client, task_ids)
+        # the forecast rule's reading: each task's instruction and label, what a trainer has before rollout
+        descriptions = await task_descriptions(env.client, task_ids) if config.selection is Strategy.FORECAST else None
         code = await _run_steps(args, config, runner, task_ids, paths, interrupts, learner_kwargs, logger, extra,
-                                clusters)
+                                clusters, descriptions)
         return code
     finally:
         if logger is not None:

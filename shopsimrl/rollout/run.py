@@ -98,6 +98,7 @@ async def run_rollout(
     first_step: int = 1,
     source: PromptSource | None = None,
     clusters: Mapping[str, str] | None = None,
+    descriptions: Mapping[str, Mapping[str, str]] | None = None,
     resume: ResumePoint | None = None,
 ) -> RolloutResult:
     """Run ``config.steps`` steps; raises ``TooManyTechnicalFailures`` when the guard stops the run.
@@ -106,7 +107,8 @@ async def run_rollout(
     unlocks; by default it is prepared here and unlocked when the run ends.  ``keep_reports=False`` keeps
     only each step's summary row (a report holds every group and event: 0.6 MB a step at the defaults),
     so memory stays flat however many steps run; the step's files hold the rest.  ``clusters``: each task's
-    cluster label (its category) for the prompt source.  ``resume``: where a resumed run continues (built by
+    cluster label (its category) for the prompt source; ``descriptions``: each task's instruction and labels (the
+    ``forecast`` rule's).  ``resume``: where a resumed run continues (built by
     :mod:`shopsimrl.learn.resume`, which has checked and continued ``run.json``); then ``first_step`` and
     ``source`` come from it, and ``run.json`` is not written here.
     """
@@ -117,7 +119,7 @@ async def run_rollout(
                                      extra_config=extra_config, paths=paths, learner=learner,
                                      keep_reports=keep_reports, after_batch=after_batch,
                                      first_step=first_step, source=source, clusters=clusters,
-                                     resume=resume)
+                                     descriptions=descriptions, resume=resume)
         finally:
             paths.unlock()
     if resume is None:
@@ -127,12 +129,14 @@ async def run_rollout(
     else:  # run.json was checked against these options and continued by shopsimrl.learn.resume
         journal, first_step = resume.journal, resume.first_step
         source = resume.source if resume.source is not None else source
+        if source is not None and hasattr(source, "describe"):  # the forecast's state must match these descriptions
+            source.describe(descriptions)
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
         source=source if source is not None else prompt_source(
             config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, waves=config.waves,
-            clusters=clusters),
+            clusters=clusters, descriptions=descriptions),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
         slots=EpisodeSlots(config.episode_concurrency),
         paths=paths,

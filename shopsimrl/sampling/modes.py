@@ -5,7 +5,9 @@
   same order and skips prompts whose recent groups had no reward spread, never handing a prompt out more
   than once per epoch pass (:class:`~shopsimrl.sampling.informative.InformativeOrder`); ``spread`` is the
   former informative rule, the prompts predicted nearest 50% (:class:`~shopsimrl.sampling.spread.SpreadPicker`),
-  measured to train a worse policy (docs/efficient-sampling.md).
+  measured to train a worse policy (docs/efficient-sampling.md); ``forecast`` is the informative rule that also
+  skips never- and rarely-seen prompts forecast from their text and labels to have no spread
+  (:class:`~shopsimrl.sampling.forecast_order.ForecastOrder`).
 - :class:`WaveMode`: how many groups start.  ``fixed`` is slime's whole waves of
   ``over_sampling_batch_size``; ``adaptive`` keeps the predicted number in flight
   (:class:`~shopsimrl.sampling.adaptive.AdaptiveWaves`).
@@ -47,6 +49,7 @@ class Strategy(Choice):
     SEED = "seed"  # the faithful shuffled-epoch order
     INFORMATIVE = "informative"  # the seed order, skipping prompts on a run of zero-spread groups (at most once a pass)
     SPREAD = "spread"  # the prompts predicted nearest 50% pass rate: concentrates, trains a worse policy
+    FORECAST = "forecast"  # informative, plus skips of rarely-seen prompts forecast from their text and labels
 
 
 class WaveMode(Choice):

@@ -30,8 +30,31 @@ def selector_step_metrics(
     for key in ("cluster_coverage_min", "cluster_coverage_median", "clusters_tried"):  # with cluster labels only
         if key in stats:
             metrics[SELECTOR_PREFIX + key] = float(stats[key])
+    metrics.update(forecast_metrics(stats))
     if stats["chosen"]:
         metrics[SELECTOR_PREFIX + "predicted_zero_spread_mean"] = stats["predicted_zero_spread_sum"] / stats["chosen"]
     if generated_episodes:
         metrics[SELECTOR_PREFIX + "informative_per_1k_episodes"] = 1000.0 * informative / generated_episodes
     return metrics
+
+
+#: The ``forecast`` rule's calibration keys, under the selector's prefix.
+FORECAST_PREFIX = SELECTOR_PREFIX + "forecast/"
+
+
+def forecast_metrics(stats: dict[str, float]) -> dict[str, float]:
+    """The ``forecast`` rule's step figures (none for another rule): its skips, whether its gate is open and its
+    Brier skill over the base rate, and over the step's groups of rarely-seen prompts its mean predicted and
+    observed zero-spread rate, its Brier score and the base rate's (so users can see whether to trust it)."""
+    if "forecast_groups" not in stats:
+        return {}
+    out = {FORECAST_PREFIX + "skipped": float(stats["forecast_skipped"]),
+           FORECAST_PREFIX + "ready": float(stats["forecast_ready"]), FORECAST_PREFIX + "skill": float(stats["forecast_skill"]),
+           FORECAST_PREFIX + "groups": float(stats["forecast_groups"])}
+    groups = stats["forecast_groups"]
+    if groups:
+        out[FORECAST_PREFIX + "predicted_zero_spread"] = stats["forecast_predicted_sum"] / groups
+        out[FORECAST_PREFIX + "observed_zero_spread"] = stats["forecast_observed_sum"] / groups
+        out[FORECAST_PREFIX + "brier"] = stats["forecast_brier_sum"] / groups
+        out[FORECAST_PREFIX + "base_brier"] = stats["forecast_base_brier_sum"] / groups
+    return out

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from shopsimrl.sampling.adaptive import horizon_for_waves
+from shopsimrl.sampling.forecast_order import ForecastOrder
 from shopsimrl.sampling.informative import InformativeOrder, skip_share_for_waves
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, Strategy, WaveMode
 from shopsimrl.sampling.order import SeedOrder
@@ -24,6 +25,7 @@ STRATEGY_RULES: dict[Strategy, type[Picker]] = {
     Strategy.SEED: SeedOrder,
     Strategy.INFORMATIVE: InformativeOrder,
     Strategy.SPREAD: SpreadPicker,
+    Strategy.FORECAST: ForecastOrder,
 }
 
 
@@ -74,6 +76,7 @@ def prompt_source(
     waves: WaveMode | str = DEFAULT_WAVE_MODE,
     explore_horizon_epochs: float | None = None,
     clusters: Mapping[Hashable, Hashable] | Sequence[Hashable] | None = None,
+    descriptions: Mapping[Hashable, Mapping[str, Any]] | None = None,
 ) -> Picker:
     """The prompt source of ``strategy`` (``ValueError`` naming the choices for an unknown one) for steps of the
     wave mode ``waves``: the informative rule's share of a pass it may skip is the wave mode's
@@ -81,12 +84,17 @@ def prompt_source(
 
     ``explore_horizon_epochs`` paces the spread rule's exploration (default ``horizon_for_waves(waves)``; the
     other rules walk the seed's order and need none).  ``clusters``: each prompt's cluster label, when known (the spread rule
-    explores by cluster; every rule's evidence predicts never-seen prompts and reports coverage per cluster)."""
+    explores by cluster; every rule's evidence predicts never-seen prompts and reports coverage per cluster).
+    ``descriptions``: each prompt's text and labels (``{"instruction": ..., "category": ...}``), read by the
+    ``forecast`` rule alone."""
     rule = STRATEGY_RULES[Strategy.parse(strategy)]
     if rule is SpreadPicker:
         horizon = horizon_for_waves(waves) if explore_horizon_epochs is None else explore_horizon_epochs
         return SpreadPicker(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=horizon,
                             clusters=clusters)
+    if rule is ForecastOrder:
+        return ForecastOrder(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters,
+                             max_skip_share=skip_share_for_waves(waves), descriptions=descriptions)
     if rule is InformativeOrder:
         return InformativeOrder(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters,
                                 max_skip_share=skip_share_for_waves(waves))

@@ -3,37 +3,96 @@
 slime's dataset reads ``--input-key prompt`` and ``--metadata-key metadata`` from
 each JSONL line; the generate hook turns the task id into an episode.  The task
 list comes from the env's own listing (in process, or an env server's), so the
-file and the env can never disagree on what a task id means.  Each task's ShopSim
-category goes into its metadata as ``category`` (when the task has one): the
-cluster label the selector data source reads with ``shopsim_cluster_key: category``.
+file and the env can never disagree on what a task id means.  Each task's metadata
+holds what a trainer knows before rollout, as the main job reads it
+(:func:`~shopsimrl.rollout.clusters.task_descriptions`): its instruction (``instruction``) and
+its ShopSim category (``category``, when the task has one), the cluster label the selector data
+source reads with ``shopsim_cluster_key: category``.  The ``forecast`` rule reads the instruction
+and every label (every metadata key but the bookkeeping ``task_id`` and ``split``).
+
+:func:`read_prompts` reads such a file back and refuses a malformed line in one line naming the
+file and the line.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.errors import UsageError
+from shopsimrl.errors import Refusal, UsageError
 from shopsimrl.io import atomic_write_jsonl
+from shopsimrl.rollout.clusters import CATEGORY_KEY
+from shopsimrl.sampling.forecast import TEXT_KEY
 
-#: The metadata key of a prompt's ShopSim category (set ``shopsim_cluster_key`` to it for labelled selection).
-CATEGORY_KEY = "category"
+__all__ = ["BOOKKEEPING_KEYS", "CATEGORY_KEY", "PromptDataError", "descriptions_of", "export_prompts",
+           "prompt_records", "read_prompts"]
+
+#: Metadata keys that are bookkeeping, not labels: the forecast does not read them.
+BOOKKEEPING_KEYS = ("task_id", "split")
 
 
-def prompt_records(task_ids: list[str], split: str, categories: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    categories = categories or {}
-    return [{"prompt": task_id, "metadata": {"task_id": task_id, "split": split,
-                                             **({CATEGORY_KEY: categories[task_id]} if task_id in categories else {})}}
+class PromptDataError(Refusal, ValueError):
+    """A prompt file line that is not what ``shopsimrl data export`` writes (the message names the file and line)."""
+
+
+def prompt_records(task_ids: list[str], split: str,
+                   descriptions: Mapping[str, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
+    """One record per task: the task id as the prompt; its metadata the task id, the split and its description."""
+    descriptions = descriptions or {}
+    return [{"prompt": task_id, "metadata": {"task_id": task_id, "split": split, **descriptions.get(task_id, {})}}
             for task_id in task_ids]
 
 
 async def export_prompts(env: Any, split: str, out: str | Path) -> int:
-    """Write the prompt file of ``split`` atomically, each task's category in its metadata; returns the number of
-    tasks."""
-    from shopsimrl.rollout.clusters import task_categories  # the main job's reading of the categories
+    """Write the prompt file of ``split`` atomically, each task's instruction and category in its metadata; returns
+    the number of tasks."""
+    from shopsimrl.rollout.clusters import task_descriptions  # the main job's reading of instruction and labels
 
     task_ids = list(await env.list_tasks(split))
     if not task_ids:
         raise UsageError(f"the env lists no tasks for split {split!r}")
-    atomic_write_jsonl(out, prompt_records(task_ids, split, await task_categories(env, task_ids)))
+    atomic_write_jsonl(out, prompt_records(task_ids, split, await task_descriptions(env, task_ids)))
     return len(task_ids)
+
+
+def read_prompts(path: str | Path, input_key: str = "prompt",
+                 metadata_key: str = "metadata") -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The task ids of a prompt file in order (each once) and each one's metadata; a malformed line (not JSON, its
+    metadata not an object, no task id, a text that is not a string, a label that is not a plain value) is refused
+    naming the file and the line."""
+    task_ids: list[str] = []
+    metadata: dict[str, dict[str, Any]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise PromptDataError(f"{where}: not a JSON line ({exc})") from None
+            meta = record.get(metadata_key) if isinstance(record, dict) else None
+            if not isinstance(record, dict) or not isinstance(meta or {}, dict):
+                raise PromptDataError(f"{where}: {metadata_key!r} must be a JSON object of labels")
+            meta = meta or {}
+            task_id = meta.get("task_id", record.get(input_key))
+            if not isinstance(task_id, str) or not task_id:
+                raise PromptDataError(f"{where}: no task id (neither {metadata_key}.task_id nor {input_key})")
+            if not isinstance(meta.get(TEXT_KEY, ""), str):
+                raise PromptDataError(f"{where}: {metadata_key}.{TEXT_KEY} must be a string")
+            bad = [k for k, v in meta.items() if not isinstance(v, (str, int, float, bool)) and v is not None]
+            if bad:
+                raise PromptDataError(f"{where}: label {bad[0]!r} must be a string, number or boolean")
+            if task_id not in metadata:
+                task_ids.append(task_id)
+                metadata[task_id] = {**meta, "task_id": task_id}
+    if not task_ids:
+        raise PromptDataError(f"{path}: the prompt file is empty")
+    return task_ids, metadata
+
+
+def descriptions_of(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each prompt's text and labels for the ``forecast`` rule: its metadata but the bookkeeping keys."""
+    return {task_id: {k: v for k, v in meta.items() if k not in BOOKKEEPING_KEYS} for task_id, meta in metadata.items()}

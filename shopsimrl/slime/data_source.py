@@ -47,6 +47,7 @@ from shopsimrl.sampling.modes import DEFAULT_STRATEGY, Strategy, WaveMode
 from shopsimrl.sampling.selector import selector_step_metrics
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
+from shopsimrl.slime.data import descriptions_of, read_prompts
 from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.slime.samples import WEIGHT_KEY, reward_key
 
@@ -102,26 +103,6 @@ def _sample_class() -> Any:
     return Sample
 
 
-def _read_prompts(path: str, input_key: str, metadata_key: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    task_ids: list[str] = []
-    metadata: dict[str, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            meta = record.get(metadata_key) or {}
-            task_id = meta.get("task_id", record.get(input_key))
-            if not isinstance(task_id, str) or not task_id:
-                raise ValueError(f"{path}:{number}: no task id (neither {metadata_key}.task_id nor {input_key})")
-            if task_id not in metadata:
-                task_ids.append(task_id)
-                metadata[task_id] = {**meta, "task_id": task_id}
-    if not task_ids:
-        raise ValueError(f"{path}: the prompt file is empty")
-    return task_ids, metadata
-
-
 def _clusters(metadata: dict[str, dict[str, Any]], cluster_key: str | None) -> dict[str, Any] | None:
     """Each prompt's cluster label from its metadata key ``cluster_key``; ``None`` (no labels) without a key, or when
     no prompt carries it (a prompt file written before ``data export`` wrote categories)."""
@@ -148,7 +129,7 @@ class SelectorDataSource:
         self.args = args
         self.n = int(args.n_samples_per_prompt)
         self._sample_cls = sample_cls
-        task_ids, self._metadata = _read_prompts(
+        task_ids, self._metadata = read_prompts(
             args.prompt_data, getattr(args, "input_key", None) or "prompt", getattr(args, "metadata_key", None) or "metadata"
         )
         try:
@@ -158,10 +139,15 @@ class SelectorDataSource:
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
         cluster_key = getattr(args, "shopsim_cluster_key", None)  # prompts' metadata key holding their cluster
         waves = WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED
+        descriptions = descriptions_of(self._metadata) if strategy is Strategy.FORECAST else None
+        if descriptions is not None and not any(descriptions.values()):
+            log.warning("no prompt of %s has an instruction or a label (write it with `shopsimrl data export`): the "
+                        "forecast predicts from each prompt's history alone", args.prompt_data)
         self.selector = prompt_source(
             strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0), waves=waves,
-            clusters=_clusters(self._metadata, cluster_key),
+            clusters=_clusters(self._metadata, cluster_key), descriptions=descriptions,
         )
+        self._descriptions = descriptions
         self.sample_group_index = 0
         self.sample_index = 0
         self.buffer: list[list[Any]] = []
@@ -235,6 +221,8 @@ class SelectorDataSource:
             return
         state = json.loads(path.read_text(encoding="utf-8"))
         self.selector = prompt_source_from_state(state["selector"])
+        if hasattr(self.selector, "describe"):  # the forecast's saved state must match this prompt file's texts and labels
+            self.selector.describe(self._descriptions)
         self.selector.release_in_flight()  # a resumed run cannot finish what was in flight
         self.sample_group_index = int(state["sample_group_index"])
         self.sample_index = int(state["sample_index"])

@@ -23,8 +23,8 @@ from typing import Any
 
 from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT
 from shopsimrl.io import atomic_write_json
-from shopsimrl.sampling.modes import WaveMode, is_faithful
-from shopsimrl.slime.data import CATEGORY_KEY
+from shopsimrl.sampling.modes import Strategy, WaveMode, is_faithful
+from shopsimrl.slime.data import CATEGORY_KEY, read_prompts
 from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.slime.launch_knobs import LaunchError, TrainKnobs, _parse, main, shell_defaults
 
@@ -86,6 +86,8 @@ class TrainConfig(TrainKnobs):
         if refused:
             raise LaunchError("; ".join(refused))
         knobs = self.check()
+        if self.selection == Strategy.FORECAST.value and Path(self.prompt_data).is_file():
+            read_prompts(self.prompt_data)  # a malformed line is refused here, in one line, before slime starts
         args = [
             "--hf-checkpoint", self.hf_checkpoint,
             "--ref-load", self.ref_load,

@@ -232,7 +232,10 @@ def test_partial_rollout_is_refused_at_launch(flag, capsys, monkeypatch):
 async def test_export_writes_slimes_prompt_file(tmp_path):
     out = tmp_path / "data" / "train.jsonl"
     assert await export_prompts(FakeEnv(), "train", out) == 1
-    assert list(read_jsonl(out)) == [{"prompt": TASK.task_id, "metadata": {"task_id": TASK.task_id, "split": "train"}}]
+    # the instruction and the category: what the forecast rule reads, as the main job does
+    meta = {"task_id": TASK.task_id, "split": "train", "instruction": TASK.instruction,
+            **({"category": TASK.goal["category"]} if "category" in TASK.goal else {})}
+    assert list(read_jsonl(out)) == [{"prompt": TASK.task_id, "metadata": meta}]
 
 
 def test_export_refuses_in_process_options_with_an_env_url(tmp_path):
@@ -349,9 +352,13 @@ def test_data_export_from_the_in_process_catalog_writes_every_train_task(tmp_pat
     with load_env(500, 3, tmp_path / "cache") as env:
         expected = env.list_tasks("train")
         categories = [env.get_task(t).goal["category"] for t in expected]
+        instructions = [env.get_task(t).instruction for t in expected]
     assert [r["prompt"] for r in rows] == expected and len(rows) > 0
-    # the category is the cluster label the selector data source reads (shopsim_cluster_key: category)
-    assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train", "category": categories[0]}
+    # the category is the cluster label the selector data source reads (shopsim_cluster_key: category); the
+    # instruction and the category are what the forecast rule reads; nothing of the hidden goal besides
+    assert rows[0]["metadata"] == {"task_id": expected[0], "split": "train", "category": categories[0],
+                                   "instruction": instructions[0]}
+    assert [r["metadata"]["instruction"] for r in rows] == instructions
     assert [r["metadata"]["category"] for r in rows] == categories
 
 

@@ -41,7 +41,7 @@ class LoopSettings:
     save_interval: int = 20
     crash_at: int = 45
     tasks: int = 800
-    #: the ``SELECTION=informative`` legs' prompts (the first of the 800): about 3.5 epoch passes in 80 steps, so
+    #: the ``SELECTION=informative`` and ``forecast`` legs' prompts (the first of the 800): about 3.5 epoch passes in 80 steps, so
     #: the rule skips, re-tries and weighs (over 800 it never meets a prompt twice). The other legs keep 800:
     #: slime's own data source (``SELECTION=seed WAVES=fixed``) does not know what is in flight and, where an
     #: epoch pass ends inside a step, hands a prompt out a second time in that step (slime 624b824's behaviour)
@@ -137,7 +137,8 @@ def launcher_env(selection: str, waves: str, paths: dict[str, Path], directory: 
         "SELECTION": selection, "WAVES": waves, "NUM_ROLLOUT": str(settings.steps),
         "SAVE_INTERVAL": str(settings.save_interval), "HF_CHECKPOINT": str(paths["hf"]),
         "REF_LOAD": str(directory / "ref"), "SAVE_DIR": str(directory / "checkpoints"), "RUN_DIR": str(directory),
-        "PROMPT_DATA": str(paths["train_informative" if selection == "informative" else "train"]), **settings.env,
+        "PROMPT_DATA": str(paths["train_informative" if selection in ("informative", "forecast") else "train"]),
+        **settings.env,
     }
 
 

@@ -39,6 +39,6 @@ def check_weights(leg: dict[str, Any]) -> Outcome:
                                 f"{weight:g} x {[round(a, 4) for a in plain]}")
     if problems:
         return Outcome.of(problems[:5])
-    if not weighted and args.get("shopsim_selection") == "informative":
+    if not weighted and args.get("shopsim_selection") in ("informative", "forecast"):
         return Outcome.not_run("no trained group carried an importance weight above 1: the weight went untested")
     return Outcome(Status.PASS, note=f"{weighted} trained group(s) with an importance weight above 1")

@@ -1,0 +1,213 @@
+"""``SpreadForecast``: a prompt's chance of a zero-spread group before its first group, from its text and labels.
+
+The informative rule (:mod:`~shopsimrl.sampling.informative`) skips only on a prompt's own run of
+solved groups, so it cannot act before a prompt's second group: within the first epoch pass, which
+is most of a run over a large prompt set, it has nothing to skip.  This model predicts a
+rarely-seen prompt's next group from what a trainer knows before rollout:
+
+- **the prompt's description**: its text (the task's instruction) and its labels (the prompt
+  data's metadata, e.g. ``category``), never the env's hidden goal nor anything computed from it
+  (the caller passes the description; :func:`description_features` reads nothing else);
+- **its short history**: ``new`` (never observed), or its one group's verdict (``solved``,
+  ``failed``, ``spread``).
+
+**The form**: a multinomial logistic regression (three outcomes: every sibling failed, spread, every
+sibling solved; zero spread is either end, so one score per end) on hashed features (the text's words and word pairs, its
+numbers by magnitude, its length, each label ``key=value``, the history, each history crossed with
+the first word of each label), fitted online by AdaGrad on every group of a prompt observed at most
+once before (the groups it predicts), with an L2 pull toward zero.  A prompt with no description
+is predicted from its history alone.
+
+**The gate**: the model's prediction is scored before each update (prequentially) against the base
+rate (the decayed share of zero-spread groups among the same groups), by the Brier score.  Only when
+it has scored ``GATE_MIN_GROUPS`` decayed groups and beats the base rate by ``GATE_MIN_SKILL`` (the
+Brier skill score, ``1 − brier / base_brier``) is :meth:`SpreadForecast.ready` true; the rule skips on
+the model's word only then.  Where the text and labels carry nothing the model stays at the base rate,
+its skill near zero, and the gate stays shut: the rule is today's.
+
+Pure: no I/O, no clock, no random draws; standard library only.  ``state_dict`` holds the weights
+and the scores, and a fingerprint of the descriptions it was fitted on (a resumed run with other
+descriptions is refused).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from shopsimrl.errors import Refusal
+
+#: Hashed feature slots (2^14): the default catalog's 1,600 instructions have about 2,000 distinct words and pairs.
+SLOTS = 1 << 14
+#: AdaGrad's step size and the L2 pull toward zero per update (on the weights a group's features touch).
+LEARNING_RATE = 0.1
+L2 = 1e-3
+#: Decay of the base rate and of the two Brier scores per scored group: about the last 200 groups count.
+SCORE_DECAY = 0.995
+#: Decayed scored groups before the gate may open, and the Brier skill over the base rate it needs.
+GATE_MIN_GROUPS = 64.0
+GATE_MIN_SKILL = 0.03
+#: Groups observed before, below which a prompt is in the forecast's domain (0: never seen; 1: rarely seen).
+RARE_GROUPS = 2
+#: The key of a description's text; every other key is a label.
+TEXT_KEY = "instruction"
+
+_TOKEN = re.compile(r"\$?\d+(?:\.\d+)?|[a-z]+")
+#: A prompt's history before a group: never observed, or its one group's outcome.
+HISTORY = ("new", "solved", "failed", "spread")
+#: A group's outcome: every sibling failed (zero spread), spread, every sibling solved (zero spread).
+OUTCOMES = ("failed", "spread", "solved")
+CLASSES = len(OUTCOMES)
+SPREAD = OUTCOMES.index("spread")
+
+
+class ForecastStateError(Refusal, ValueError):
+    """A saved forecast that does not belong to this prompt set (other prompts or other descriptions)."""
+
+
+def _slot(name: str) -> int:
+    return zlib.crc32(name.encode()) % SLOTS
+
+
+def _number(token: str) -> str:
+    value = float(token.lstrip("$"))
+    return ("$" if token.startswith("$") else "#") + str(int(math.log2(value + 1.0)))
+
+
+def description_features(description: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
+    """The feature names of a description (text and labels), and the label names history is crossed with."""
+    if not description:
+        return [], []
+    names: list[str] = []
+    text = str(description.get(TEXT_KEY) or "").lower()
+    if text:
+        words = [_number(t) if t[0] in "$0123456789" else t for t in _TOKEN.findall(text)]
+        names += ["w:" + w for w in words]
+        names += ["p:" + a + "_" + b for a, b in zip(words, words[1:])]
+        names.append(f"len:{min(len(words) // 4, 12)}")
+    labels = [f"l:{key}={value}" for key, value in sorted(description.items())
+              if key != TEXT_KEY and value is not None and str(value) != ""]
+    return names + labels, labels
+
+
+def fingerprint(ids: Sequence[Hashable], descriptions: Mapping[Hashable, Mapping[str, Any]] | None) -> int:
+    """A checksum of the prompts and their descriptions, in order (a saved forecast must match it)."""
+    check = 0
+    for pid in ids:
+        d = (descriptions or {}).get(pid) or {}
+        check = zlib.crc32(repr((str(pid), sorted((str(k), str(v)) for k, v in d.items()))).encode(), check)
+    return check
+
+
+class SpreadForecast:
+    """Online logistic model of a rarely-seen prompt's zero spread (see the module docstring)."""
+
+    def __init__(self, ids: Sequence[Hashable], descriptions: Mapping[Hashable, Mapping[str, Any]] | None) -> None:
+        described = descriptions or {}
+        self.described = sum(1 for pid in ids if described.get(pid))
+        self.fingerprint = fingerprint(ids, descriptions)
+        self._features: list[tuple[list[int], list[int]]] = []  # per prompt: its description's slots, its crosses'
+        for pid in ids:
+            names, labels = description_features(described.get(pid))
+            self._features.append(([_slot(n) for n in names], [_slot(lab) for lab in labels]))
+        self.weights: dict[int, float] = {}
+        self.squares: dict[int, float] = {}  # AdaGrad's summed squared gradients per slot
+        self.bias = [0.0] * CLASSES
+        self.bias_squares = [0.0] * CLASSES
+        self.base = [1.0, 2.0]  # decayed (zero-spread groups, groups) in the domain, from a 50% start
+        self.brier = [0.0, 0.0]  # decayed (the model's Brier sum, the base rate's Brier sum)
+        self.scored = 0.0  # decayed scored groups
+        self.step = zero_calibration()
+
+    def _slots(self, i: int, history: str) -> list[int]:
+        own, labels = self._features[i]
+        h = "h:" + history
+        return [*own, _slot(h), *(_slot(h + "|" + str(lab)) for lab in labels)]
+
+    def _probabilities(self, slots: Sequence[int]) -> list[float]:
+        """The chances of the three outcomes (``OUTCOMES``): a softmax over one linear score each."""
+        scale = 1.0 / math.sqrt(len(slots))
+        scores = [self.bias[c] + scale * sum(self.weights.get(s * CLASSES + c, 0.0) for s in slots)
+                  for c in range(CLASSES)]
+        top = max(scores)
+        exps = [math.exp(max(-30.0, x - top)) for x in scores]
+        total = sum(exps)
+        return [e / total for e in exps]
+
+    def predict(self, i: int, history: str) -> float:
+        """The chance that prompt ``i``'s next group has zero spread, given its ``history`` (one of ``HISTORY``)."""
+        return 1.0 - self._probabilities(self._slots(i, history))[SPREAD]
+
+    def base_rate(self) -> float:
+        return self.base[0] / self.base[1]
+
+    def skill(self) -> float:
+        """The Brier skill score over the base rate (0 before any group scored)."""
+        return 1.0 - self.brier[0] / self.brier[1] if self.brier[1] > 0.0 else 0.0
+
+    def ready(self) -> bool:
+        """True once the model has beaten the base rate on enough groups (the rule may skip on its word)."""
+        return self.scored >= GATE_MIN_GROUPS and self.skill() >= GATE_MIN_SKILL
+
+    def observe(self, i: int, history: str, outcome: str) -> None:
+        """Prompt ``i``'s group (with ``history`` before it) ended ``outcome`` (``failed``, ``spread`` or
+        ``solved``): scored as a zero-spread forecast, then fitted."""
+        slots = self._slots(i, history)
+        probs = self._probabilities(slots)
+        target = OUTCOMES.index(outcome)
+        p, y = 1.0 - probs[SPREAD], 0.0 if target == SPREAD else 1.0
+        base = self.base_rate()
+        self.brier = [SCORE_DECAY * self.brier[0] + (p - y) ** 2, SCORE_DECAY * self.brier[1] + (base - y) ** 2]
+        self.scored = SCORE_DECAY * self.scored + 1.0
+        self.base = [SCORE_DECAY * self.base[0] + y, SCORE_DECAY * self.base[1] + 1.0]
+        step = self.step
+        step["forecast_groups"] += 1
+        step["forecast_predicted_sum"] += p
+        step["forecast_observed_sum"] += y
+        step["forecast_brier_sum"] += (p - y) ** 2
+        step["forecast_base_brier_sum"] += (base - y) ** 2
+        scale = 1.0 / math.sqrt(len(slots))
+        for c in range(CLASSES):
+            grad = probs[c] - (1.0 if c == target else 0.0)
+            self.bias_squares[c] += grad * grad
+            self.bias[c] -= LEARNING_RATE * grad / math.sqrt(self.bias_squares[c] + 1e-8)
+            for s in slots:
+                key = s * CLASSES + c
+                w = self.weights.get(key, 0.0)
+                gs = grad * scale + L2 * w
+                sq = self.squares.get(key, 0.0) + gs * gs
+                self.squares[key] = sq
+                self.weights[key] = w - LEARNING_RATE * gs / math.sqrt(sq + 1e-8)
+
+    def pop_step(self) -> dict[str, float]:
+        """The step's calibration sums (reading resets them), with the gate's state now."""
+        step, self.step = self.step, zero_calibration()
+        return {**step, "forecast_skill": self.skill(), "forecast_ready": float(self.ready())}
+
+    # -- checkpoint ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"fingerprint": self.fingerprint, "weights": [[s, w] for s, w in sorted(self.weights.items())],
+                "squares": [[s, q] for s, q in sorted(self.squares.items())], "bias": [list(self.bias), list(self.bias_squares)],
+                "base": list(self.base), "brier": list(self.brier), "scored": self.scored, "step": dict(self.step)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if int(state["fingerprint"]) != self.fingerprint:
+            raise ForecastStateError(
+                "the saved spread forecast was fitted on other prompts or other prompt texts and labels than this "
+                "run's: resume with the prompt data it was saved with, or start a new run")
+        self.weights = {int(s): float(w) for s, w in state["weights"]}
+        self.squares = {int(s): float(q) for s, q in state["squares"]}
+        self.bias, self.bias_squares = ([float(x) for x in part] for part in state["bias"])
+        self.base = [float(x) for x in state["base"]]
+        self.brier = [float(x) for x in state["brier"]]
+        self.scored = float(state["scored"])
+        self.step = {**zero_calibration(), **state["step"]}
+
+
+def zero_calibration() -> dict[str, float]:
+    """The calibration sums of one step (see :meth:`SpreadForecast.pop_step`)."""
+    return {"forecast_groups": 0.0, "forecast_predicted_sum": 0.0, "forecast_observed_sum": 0.0,
+            "forecast_brier_sum": 0.0, "forecast_base_brier_sum": 0.0}
