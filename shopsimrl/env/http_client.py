@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json as json_module  # _request's own argument is named json
 import secrets
 import zlib
 from collections.abc import Awaitable, Callable
@@ -66,12 +67,19 @@ from shopsimrl.env.types import (
     StepResult,
     Task,
 )
+from shopsimrl.io import json_bytes
 
 KEEPALIVE_EXPIRY = 30.0  # below the server's keep-alive (75 s): never reuse a connection it may be closing
 DEFAULT_RELEASE_DEADLINE = 60.0  # seconds a release keeps retrying while the server does not answer
 
 _UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)  # the request never left
 _NO_REPLY = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)  # broke before a reply
+
+
+def _json_body(payload: dict[str, Any] | None) -> bytes | None:
+    """The request's JSON; text that has no UTF-8 form (half a surrogate pair in an action) goes as its escape
+    (httpx's own ``json=`` would raise ``UnicodeEncodeError`` before sending)."""
+    return None if payload is None else json_bytes(json_module.dumps(payload, ensure_ascii=False))
 
 
 class HttpEnvClient:
@@ -126,7 +134,8 @@ class HttpEnvClient:
         while True:
             try:
                 request = client.build_request(
-                    method, path, json=json, params=params,
+                    method, path, content=_json_body(json), params=params,
+                    headers={"content-type": "application/json"} if json is not None else None,
                     timeout=httpx.Timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
                 # read_capped bounds the answer's size; this bounds its time (a body dripping byte by byte)
                 status, body = await asyncio.wait_for(read_capped(client, request, self.max_response_bytes),
