@@ -53,7 +53,8 @@ def _a(value: object) -> str:
 
 
 def _bad(where: str, value: object, expected: str) -> BadModelReply:
-    return BadModelReply(f"the model server sent {where} as {_a(value)}, expected {expected}")
+    shown = where if where == "its answer" else f"`{where}`"
+    return BadModelReply(f"the model server sent {shown} as {_a(value)}, expected {expected}")
 
 
 def _string(holder: dict[str, Any], key: str, where: str) -> str | None:
@@ -84,16 +85,16 @@ def read_reply(body: Any) -> ModelReply:
     body = _object(body, "its answer")
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
-        raise _bad("`choices`", choices, "a non-empty list")
-    choice = _object(choices[0], "`choices[0]`")
-    message = _object(choice.get("message"), "`choices[0].message`")
-    text = _string(message, "content", "`message.content`")
+        raise _bad("choices", choices, "a non-empty list")
+    choice = _object(choices[0], "choices[0]")
+    message = _object(choice.get("message"), "choices[0].message")
+    text = _string(message, "content", "message.content")
     raw_calls = message.get("tool_calls")
     if raw_calls is not None and not isinstance(raw_calls, list):
-        raise _bad("`message.tool_calls`", raw_calls, "a list or null")
+        raise _bad("message.tool_calls", raw_calls, "a list or null")
     calls = []
     for index, raw in enumerate(raw_calls or ()):
-        where = f"`tool_calls[{index}]`"
+        where = f"tool_calls[{index}]"
         call = _object(raw, where)
         function = _object(call.get("function"), f"{where}.function")
         name = _string(function, "name", f"{where}.function.name")
@@ -101,7 +102,7 @@ def read_reply(body: Any) -> ModelReply:
             raise _bad(f"{where}.function.name", None, "a string")
         calls.append(ToolCall(name=name, arguments=_string(function, "arguments", f"{where}.function.arguments") or "",
                               id=_string(call, "id", f"{where}.id")))
-    finish = _string(choice, "finish_reason", "`choices[0].finish_reason`")
+    finish = _string(choice, "finish_reason", "choices[0].finish_reason")
     usage = body.get("usage")
     return ModelReply(text=text, tool_calls=tuple(calls), finish_reason=finish or "stop",
                       prompt_tokens=_count(usage, "prompt_tokens"), completion_tokens=_count(usage, "completion_tokens"))
