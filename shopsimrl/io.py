@@ -86,6 +86,35 @@ def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
         os.close(fd)
 
 
+ROOM_PROBE_BYTES = 64 << 10  # what a check of a folder writes: more than the smallest file of a step
+
+
+def check_room(folder: str | os.PathLike[str], need: int = ROOM_PROBE_BYTES) -> None:
+    """Write ``need`` bytes into ``folder`` (a hidden file, synced, then removed): an ``OSError`` naming the
+    folder when they do not fit (a full disk, a quota) or cannot be written (a read-only disk), before any
+    work that would find out only at its first output."""
+    import errno  # here, not at the top: as in _append_whole
+
+    target = Path(folder)
+    probe = target / f".room-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            done = 0
+            while done < need:
+                written = os.write(fd, bytes(min(need - done, 1 << 16)))
+                if written <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += written
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
+    finally:
+        probe.unlink(missing_ok=True)
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
     """Yield the complete records of a JSONL file; a torn last line (no newline) is skipped."""
     with open(path, encoding="utf-8") as handle:
