@@ -145,3 +145,17 @@ def test_the_reader_rules_on_their_own() -> None:
                    "text and arguments left out")
     assert clip_reply("ok", [ToolCall("search", '{"query": "a"}')]) == ("ok", (ToolCall("search", '{"query": "a"}'),),
                                                                         None)
+
+
+def test_docs_file_every_case_as_the_tests_do() -> None:
+    """docs/agent.md's table ("What a reply may hold") has one row per case, filed as ``CASES`` says."""
+    rows = {line.split("|")[1].strip().strip("`"): line for line in
+            (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `") and line.count("|") >= 5}
+    for name, case in CASES.items():
+        row = rows.get(name)
+        assert row is not None, f"docs/agent.md has no row for {name}"
+        kind, _, detail = case.filed.partition(":")
+        said = {"technical": f"technical: `{detail}`", "unknown-count": "count not known",
+                "model": "an action, played" if detail == "action" else f"mistake: `{detail}`"}[kind]
+        assert said in row, (name, row)
