@@ -1,4 +1,4 @@
-"""The ``openai`` policy, through the real openai client over real HTTP to a scripted server.
+"""The ``openai`` policy, over real HTTP (httpx, a capped and typed reader) to a scripted server.
 
 The server (``agent.openai_fake``) plays an OpenAI-compatible chat-completions server on
 127.0.0.1: it answers each request with the next scripted reply (well-formed, malformed,
