@@ -200,7 +200,7 @@ async def _play(
             parsed = parse_turn(reply, EPISODE_TOOLS)
             output = _output_record(reply)
             tally.count_tokens(reply)
-        except Exception as exc:  # a policy returning something that is not a PolicyTurn
+        except Exception as exc:  # a policy returning something that is not a PolicyTurn (or one of odd types)
             raise _Technical("policy", exc) from exc
         policy_seconds = time.monotonic() - started
         tally.turns += 1
