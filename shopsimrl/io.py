@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -54,20 +55,27 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def json_bytes(text: str) -> bytes:
+    """JSON text as UTF-8.  A lone surrogate (half a pair, from a ``\\ud800`` escape in text a model wrote)
+    has no UTF-8 form: it is written as that escape again, which outside JSON's strings cannot occur."""
+    return text.encode("utf-8", "backslashreplace")
+
+
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False) + "\n")
+    return atomic_write_bytes(path, json_bytes(json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
+                                               + "\n"))
 
 
 def atomic_write_jsonl(path: str | os.PathLike[str], records: Iterable[Any]) -> Path:
     lines = [json.dumps(r, ensure_ascii=False, allow_nan=False) for r in records]
-    return atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return atomic_write_bytes(path, json_bytes("".join(line + "\n" for line in lines)))
 
 
 def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
     """Append one JSON record as a single ``write`` on an ``O_APPEND`` descriptor (see :func:`_append_whole`)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    line = json_bytes(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
     try:
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:
@@ -76,6 +84,35 @@ def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
         _append_whole(fd, line, target)
     finally:
         os.close(fd)
+
+
+ROOM_PROBE_BYTES = 64 << 10  # what a check of a folder writes: more than the smallest file of a step
+
+
+def check_room(folder: str | os.PathLike[str], need: int = ROOM_PROBE_BYTES) -> None:
+    """Write ``need`` bytes into ``folder`` (a hidden file, synced, then removed): an ``OSError`` naming the
+    folder when they do not fit (a full disk, a quota) or cannot be written (a read-only disk), before any
+    work that would find out only at its first output."""
+    import errno  # here, not at the top: as in _append_whole
+
+    target = Path(folder)
+    probe = target / f".room-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            done = 0
+            while done < need:
+                written = os.write(fd, bytes(min(need - done, 1 << 16)))
+                if written <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += written
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
@@ -93,6 +130,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
 
 MAX_JSON_DEPTH = 32  # no file of ours nests deeper; deeper input is refused before it reaches the parser
 _MAX_NUMBER = 2.0**53  # a larger integer would lose digits as a float (and 10**400 overflows one)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))}
 
 
@@ -106,6 +144,17 @@ def printable(text: object, *, limit: int = 200) -> str:
     ``\\xNN``, cut at ``limit`` characters.  User data (folder names, labels) goes through this before print."""
     shown = str(text).translate(_CONTROL)
     return shown if len(shown) <= limit else shown[:limit] + "…"
+
+
+def well_formed(text: str) -> str:
+    """``text`` with every lone surrogate (half a UTF-16 pair: no UTF-8 form, so no encoder, socket or file
+    takes it) replaced by U+FFFD, as a UTF-8 decoder shows a broken sequence.  Text from a model goes through
+    this before it is used anywhere."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _named(path: str | os.PathLike[str], what: str) -> str:

@@ -128,7 +128,8 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
                  "--world": ("nope",), "--directions": ("-1", *HUGE, Late("1")),  # one kind has no direction
                  "--train-s": ("-1", "nan"), "--weight-sync-s": ("-1", "inf")},
     "slime check": {"--slime-src": ("", "/nonexistent/slime", "/etc/hostname"), "--workdir": (),
-                    "--jobs": ("0", "99"), "--json": (), "--timeout": ("0", "-1")},
+                    "--jobs": ("0", "99"), "--json": (), "--timeout": ("0", "-1"),
+                    "--import-timeout": ("0", "-1")},
     "compare": {"runs": ("", "/nonexistent/run", "/etc/hostname"), "--chart": ()},
     "measure": {"--products": PRODUCTS, "--catalog-seed": (), "--cache-dir": (Late("/proc"),), "--seed": (),
                 "--tasks": ("0", "-1", *HUGE), "--siblings": ("0", "-1", *HUGE),

@@ -49,3 +49,31 @@ def test_a_crash_before_the_rename_keeps_the_old_file_whole(tmp_path, monkeypatc
         atomic_write_jsonl(target, [{"new": i} for i in range(1000)])
     assert list(read_jsonl(target)) == [{"old": 1}]
     assert [p.name for p in tmp_path.iterdir()] == ["batch.jsonl"]
+
+
+ODD_TEXT = "half a pair \ud800, the other \udfff, NUL \x00, ESC \x1b[2J\x1b]0;title\x07, a real pair \U0001f600"
+
+
+def test_text_a_model_wrote_is_written_whole_by_every_json_writer(tmp_path):
+    """Traces and triage (atomic_write_json), batches (atomic_write_jsonl), metrics and queues (append_jsonl): half a
+    surrogate pair has no UTF-8 form and is written as its JSON escape (it raised UnicodeEncodeError); NUL and
+    escape sequences are JSON escapes; every file is valid UTF-8 and reads back to the same text."""
+    record = {"text": ODD_TEXT, ODD_TEXT: [ODD_TEXT]}
+    atomic_write_json(tmp_path / "trace.json", record)
+    atomic_write_jsonl(tmp_path / "batch.jsonl", [record, record])
+    append_jsonl(tmp_path / "metrics.jsonl", record)
+    for name in ("trace.json", "batch.jsonl", "metrics.jsonl"):
+        raw = (tmp_path / name).read_bytes()
+        assert b"\x00" not in raw and b"\x1b" not in raw and b"\\ud800" in raw
+        raw.decode("utf-8")  # strict: valid UTF-8
+    assert json.loads((tmp_path / "trace.json").read_text(encoding="utf-8")) == record
+    assert list(read_jsonl(tmp_path / "batch.jsonl")) == [record, record]
+    assert list(read_jsonl(tmp_path / "metrics.jsonl")) == [record]
+
+
+def test_well_formed_replaces_only_half_pairs():
+    from shopsimrl.io import well_formed
+
+    assert well_formed(ODD_TEXT) == ODD_TEXT.replace("\ud800", "\ufffd").replace("\udfff", "\ufffd")
+    plain = "no surrogate here \U0001f600 \x00"
+    assert well_formed(plain) is plain

@@ -210,10 +210,11 @@ def turn_from_reply(text: str | None, finish_reason: str, *, prompt_tokens: int 
     raw = (text or "").strip()
     try:
         payload = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: "[" * 200000, the model's text all the same
         if finish_reason == "length":  # cut before the action closed: the episode ends as generation_length
             return PolicyTurn(text=text, finish_reason="length", **counts)
-        return PolicyTurn(text=text, finish_reason=finish_reason, tool_call_error=f"the reply is not a JSON action: {exc}",
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return PolicyTurn(text=text, finish_reason=finish_reason, tool_call_error=f"the reply is not a JSON action: {why}",
                           **counts)
     name = payload.get("name") if isinstance(payload, dict) else None
     arguments = payload.get("arguments") if isinstance(payload, dict) else None
@@ -223,7 +224,11 @@ def turn_from_reply(text: str | None, finish_reason: str, *, prompt_tokens: int 
                           **counts)
     if name == "click" and len(arguments) == 1 and next(iter(arguments)) in CLICK_KEYS:
         arguments = {"value": next(iter(arguments.values()))}  # every kind's key is the click's value
-    call = ToolCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False), id=None)
+    try:  # NaN, Infinity and depth the encoder refuses are the model's: the checker sees them as invalid JSON
+        written = json.dumps(arguments, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        written = raw
+    call = ToolCall(name=name, arguments=written, id=None)
     return PolicyTurn(text=None, tool_calls=(call,), finish_reason=finish_reason, **counts)
 
 

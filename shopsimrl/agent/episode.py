@@ -30,6 +30,7 @@ from typing import Any
 
 from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.agent.messages import EPISODE_TOOLS, with_turns_left
+from shopsimrl.agent.model_reply import clip_reply
 from shopsimrl.agent.policy import Policy, PolicyEpisode, PolicyTurn, TurnFeedback
 from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
 from shopsimrl.agent.result import EpisodeResult
@@ -67,11 +68,15 @@ class _Tally:
     last: StepResult | None = None
 
     def count_tokens(self, turn: PolicyTurn) -> None:
-        # A total is only meaningful if every turn reported its usage.
-        self.prompt_tokens = None if self.prompt_tokens is None or turn.prompt_tokens is None else self.prompt_tokens + turn.prompt_tokens
-        self.completion_tokens = (
-            None if self.completion_tokens is None or turn.completion_tokens is None else self.completion_tokens + turn.completion_tokens
-        )
+        # A total is only meaningful if every turn reported its usage (a whole number: any other is not known).
+        self.prompt_tokens = _add(self.prompt_tokens, turn.prompt_tokens)
+        self.completion_tokens = _add(self.completion_tokens, turn.completion_tokens)
+
+
+def _add(total: int | None, count: object) -> int | None:
+    if total is None or not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        return None
+    return total + count
 
 
 async def run_episode(
@@ -193,12 +198,12 @@ async def _play(
         reply = await _guard("policy", episode.act, shown, feedback)
         try:
             parsed = parse_turn(reply, EPISODE_TOOLS)
-        except Exception as exc:  # a policy returning something that is not a PolicyTurn
+            output = _output_record(reply)
+            tally.count_tokens(reply)
+        except Exception as exc:  # a policy returning something that is not a PolicyTurn (or one of odd types)
             raise _Technical("policy", exc) from exc
         policy_seconds = time.monotonic() - started
         tally.turns += 1
-        tally.count_tokens(reply)
-        output = _output_record(reply)
         if isinstance(parsed, ProtocolError):
             tally.protocol_errors += 1
             recorder.add_step(
@@ -309,12 +314,15 @@ def _detail_number(detail: Any, key: str) -> float | None:
 
 
 def _output_record(reply: PolicyTurn) -> dict[str, Any]:
+    """The reply as the trace keeps it: cut as in the conversation sent back (``clip_reply``), saying so."""
+    text, calls, cut = clip_reply(reply.text, reply.tool_calls)
     return {
-        "text": reply.text,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+        "text": text,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
         "finish_reason": reply.finish_reason,
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
+        **({"cut": cut} if cut is not None else {}),
     }
 
 

@@ -25,10 +25,11 @@ What a server answers is sorted three ways:
   waiting in total per turn, honouring ``Retry-After`` on 429/503;
 * **anything else** (400, 401, 404...) fails the turn at once: the episode is unscored.
 
-Retries are ours, not the client's (it runs with ``max_retries=0``: its own policy also
-retries 408 and 409 and obeys ``x-should-retry``).  ``timeout`` bounds the whole request,
-not each read: a server trickling a byte every few seconds cannot hold a turn forever.
-``openai`` is imported lazily, on the first request, so importing the agent stays cheap.
+Requests go over httpx (agent/chat_client.py): an answer is read up to ``max_reply_bytes`` (a longer or
+endless one is a technical failure naming the cap) and typed field by field (agent/model_reply.py: the
+shape is the server's, a wrong one is technical; the text is the model's, scored whatever it holds).
+``timeout`` bounds the whole request, not each read: a server trickling a byte every few seconds cannot
+hold a turn forever.  A reply that is no action is cut in the history sent back (``clip_reply``).
 
 ``action_format="constrained"`` (``--action-format constrained``) offers no tools: each request
 carries the current page's action schema as ``response_format`` (agent/constrained.py), the reply's
@@ -39,6 +40,7 @@ refusal: the episode is unscored (technical), with the server's message.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import math
@@ -46,8 +48,9 @@ import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+from shopsimrl.agent.chat_client import MAX_REPLY_BYTES, ChatClient, ServerAnswer, ServerRefused, ServerUnreachable
 from shopsimrl.agent.constrained import (
     DEFAULT_ACTION_FORMAT,
     ActionFormatChoice,
@@ -56,12 +59,9 @@ from shopsimrl.agent.constrained import (
     turn_from_reply,
 )
 from shopsimrl.agent.messages import EPISODE_TOOLS, first_user_message, observation_message
-from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
+from shopsimrl.agent.model_reply import ModelReply, clip_reply, read_reply
+from shopsimrl.agent.policy import PolicyTurn, TurnFeedback
 from shopsimrl.env.types import Observation, Task
-
-if TYPE_CHECKING:
-    # lazy: the openai client is slow to import, and only this policy needs it
-    from openai import AsyncOpenAI
 
 # Lower-cased fragments of the error a server gives when it cannot parse the model's tool call.
 TOOL_CALL_PARSE_ERRORS: Final = (
@@ -105,6 +105,7 @@ class OpenAIPolicyOptions(ActionFormatChoice):
     parallel_tool_calls: bool | None = False  # sent as is; None leaves the field out (servers that refuse it)
     extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
     action_format: str = DEFAULT_ACTION_FORMAT  # "tools" (tool calls) or "constrained" (a JSON schema per page)
+    max_reply_bytes: int = MAX_REPLY_BYTES  # a longer answer is read no further: a technical failure
 
     def __post_init__(self) -> None:
         checks = {
@@ -117,6 +118,7 @@ class OpenAIPolicyOptions(ActionFormatChoice):
             "retry_initial_delay": self.retry_initial_delay >= 0,
             "retry_max_delay": self.retry_max_delay >= self.retry_initial_delay,
             "max_retry_wait": self.max_retry_wait >= 0,
+            "max_reply_bytes": self.max_reply_bytes >= 1,
         }
         for name, ok in checks.items():
             if not ok:
@@ -184,7 +186,7 @@ class OpenAIPolicy:
 
     def __init__(self, **options: Any) -> None:
         self.options = OpenAIPolicyOptions(**options)
-        self._client: AsyncOpenAI | None = None
+        self._client: ChatClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._jitter = random.Random()  # jitter only spreads retries; it need not be reproducible
 
@@ -199,28 +201,21 @@ class OpenAIPolicy:
     async def aclose(self) -> None:
         client, self._client, self._client_loop = self._client, None, None
         if client is not None:
-            await client.close()
+            await client.aclose()
 
-    def client(self) -> AsyncOpenAI:
+    def client(self) -> ChatClient:
         """The client bound to the running loop (an httpx pool cannot move between loops)."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            # lazy: the openai client is slow to import, and only this policy needs it
-            from openai import AsyncOpenAI
-
             opts = self.options
-            self._client = AsyncOpenAI(
-                base_url=opts.base_url,
-                api_key=os.environ.get(opts.api_key_env) or "EMPTY",
-                timeout=opts.timeout,
-                max_retries=0,
-            )
+            self._client = ChatClient(opts.base_url, os.environ.get(opts.api_key_env) or "EMPTY", opts.timeout,
+                                      opts.max_reply_bytes)
             self._client_loop = loop
         return self._client
 
     def request(self, messages: list[dict[str, Any]], *, max_tokens: int, seed: int | None,
                 schema: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The keyword arguments of one ``chat.completions.create`` call.
+        """The body of one chat-completions request (``extra_body`` is merged into it when sent).
 
         Constrained actions: no tools, and ``schema`` (the page's actions) as ``response_format``.
         """
@@ -245,31 +240,33 @@ class OpenAIPolicy:
             request["extra_body"] = opts.extra_body
         return request
 
-    async def complete(self, request: dict[str, Any]) -> Any:
-        """One chat completion (or the model's mistake the server reported), retried on transient failures only."""
-        # lazy: the openai client is slow to import, and only this policy needs it
-        import openai
+    async def complete(self, request: dict[str, Any]) -> ModelReply | _ModelMistake:
+        """One checked reply (or the model's mistake the server reported), retried on transient failures only.
 
+        Raises (a technical failure) on a refusal, a reply of the wrong shape (``BadModelReply``) or size
+        (``ReplyTooLarge``), and on transient failures once the retries are spent."""
         opts = self.options
         attempt = 0
         waited = 0.0
         while True:
             retry_after: float | None = None
             try:
-                return await asyncio.wait_for(self.client().chat.completions.create(**request), opts.timeout)
+                answer = await asyncio.wait_for(self.client().post(request), opts.timeout)
             except asyncio.TimeoutError:
                 failure: Exception = RequestTimeout(f"no complete response within {opts.timeout:g} s")
-            except openai.APIStatusError as exc:
-                mistake = _model_mistake(exc)
+            except ServerUnreachable as exc:
+                failure = exc
+            else:
+                if answer.status < 300:
+                    return read_reply(answer.body)
+                mistake = _model_mistake(answer)
                 if mistake is not None:
                     return mistake
-                if exc.status_code != 429 and exc.status_code < 500:
-                    raise
-                failure = exc
-                if exc.status_code in (429, 503):
-                    retry_after = retry_after_seconds(exc.response.headers)
-            except openai.APIConnectionError as exc:
-                failure = exc
+                failure = ServerRefused(answer.status, answer.error_message())
+                if answer.status != 429 and answer.status < 500:
+                    raise failure
+                if answer.status in (429, 503):
+                    retry_after = retry_after_seconds(answer.headers)
             if attempt >= opts.max_retries:
                 raise failure
             delay = min(opts.retry_initial_delay * 2**attempt, opts.retry_max_delay)
@@ -281,21 +278,13 @@ class OpenAIPolicy:
             attempt += 1
 
 
-def _model_mistake(exc: Any) -> _ModelMistake | None:
-    body = exc.body
-    text = f"{exc.message} {json.dumps(body) if isinstance(body, (dict, list)) else body or ''}"
-    if is_tool_call_parse_error(exc.status_code, text):
-        return _ModelMistake("tool_call", _error_message(exc))
-    if is_context_overflow(exc.status_code, text):
-        return _ModelMistake("context", _error_message(exc))
+def _model_mistake(answer: ServerAnswer) -> _ModelMistake | None:
+    text = answer.text
+    if is_tool_call_parse_error(answer.status, text):
+        return _ModelMistake("tool_call", answer.error_message())
+    if is_context_overflow(answer.status, text):
+        return _ModelMistake("context", answer.error_message())
     return None
-
-
-def _error_message(exc: Any) -> str:
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    return str(exc.message)
 
 
 class _OpenAIEpisode:
@@ -333,56 +322,44 @@ class _OpenAIEpisode:
             if response.kind == "context":
                 return PolicyTurn(text=None, finish_reason="length")
             return PolicyTurn(text=None, finish_reason="stop", tool_call_error=response.message)
-        if not response.choices:
-            raise ValueError("the server answered with no choices")
-        choice = response.choices[0]
-        message = choice.message
-        usage = getattr(response, "usage", None)
-        prompt_tokens = getattr(usage, "prompt_tokens", None)
-        completion_tokens = getattr(usage, "completion_tokens", None)
+        calls = tuple(dataclasses.replace(c, id=c.id or f"call_{len(self._messages)}_{i}")
+                      for i, c in enumerate(response.tool_calls))
+        prompt_tokens, completion_tokens = response.prompt_tokens, response.completion_tokens
+        text, kept, _cut = clip_reply(response.text, calls)  # the trace records the same cut (agent/episode.py)
         if opts.constrained:
             # The reply is the action's JSON, kept as the assistant's text; the next page is a user turn.
-            self._messages.append({"role": "assistant", "content": message.content or ""})
+            self._messages.append({"role": "assistant", "content": text or ""})
             self._unanswered = []
             self._count(prompt_tokens, completion_tokens)
-            return turn_from_reply(message.content, choice.finish_reason or "stop",
-                                   prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
-                                   completion_tokens=completion_tokens if isinstance(completion_tokens, int) else None)
-        calls = tuple(
-            ToolCall(
-                name=call.function.name,
-                arguments=call.function.arguments or "",
-                id=call.id or f"call_{len(self._messages)}_{index}",
-            )
-            for index, call in enumerate(message.tool_calls or ())
-        )
-        if all(_json_object(c.arguments) for c in calls):
+            return turn_from_reply(response.text, response.finish_reason, prompt_tokens=prompt_tokens,
+                                   completion_tokens=completion_tokens)
+        if all(_json_object(c.arguments) for c in kept):
             self._messages.append(
                 {
                     "role": "assistant",
-                    "content": message.content or None,
+                    "content": text or None,
                     **(
-                        {"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
-                        if calls
+                        {"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in kept]}
+                        if kept
                         else {}
                     ),
                 }
             )
-            self._unanswered = [c.id for c in calls if c.id is not None]
+            self._unanswered = [c.id for c in kept if c.id is not None]
         else:
             # Arguments that are not a JSON object cannot go back as structured tool calls: the
             # server must parse them to render its template (llama.cpp answers HTTP 500 "Failed to
             # parse tool call arguments as JSON" for the whole request, on every later turn).  The
             # reply goes back as the text the model wrote, in the Hermes markup most templates use.
-            written = "".join(f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
-                              for c in calls)
-            self._messages.append({"role": "assistant", "content": (message.content or "") + written})
+            written = "".join(f'<tool_call>\n{{"name": {json.dumps(c.name, ensure_ascii=False)}, "arguments": '
+                              f'{c.arguments}}}\n</tool_call>' for c in kept)
+            self._messages.append({"role": "assistant", "content": (text or "") + written})
             self._unanswered = []
         self._count(prompt_tokens, completion_tokens)
         return PolicyTurn(
-            text=message.content,
+            text=response.text,
             tool_calls=calls,
-            finish_reason=choice.finish_reason or "stop",
+            finish_reason=response.finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
         )
@@ -417,7 +394,7 @@ class _OpenAIEpisode:
 def _json_object(arguments: str) -> bool:
     try:
         return isinstance(json.loads(arguments), dict)
-    except ValueError:
+    except (ValueError, RecursionError):  # "[" * 200000 is the model's text too: not an object
         return False
 
 

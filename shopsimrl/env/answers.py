@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -36,33 +37,43 @@ async def read_capped(client: httpx.AsyncClient, request: httpx.Request,
 
     At most ``limit`` bytes are read (decoded, so a compressed bomb stops there too); a longer
     answer is a :class:`BadResponseError`.  Transport errors are httpx's, as from ``client.send``."""
-    what = f"{request.method} {request.url.path}"
+    response, data = await read_capped_bytes(client, request, limit, "an env server", BadResponseError)
+    return response.status_code, json_or_none(data)
+
+
+async def read_capped_bytes(client: httpx.AsyncClient, request: httpx.Request, limit: int, source: str,
+                            too_long: Callable[[str], Exception]) -> tuple[httpx.Response, bytes]:
+    """The one bounded reader of answers from outside (env servers, model servers): send ``request``, read at
+    most ``limit`` bytes of its decoded body; a longer one raises ``too_long(message)`` naming the cap and
+    ``source`` (the kind of server, for the message).  The response comes back closed, its body read."""
+    what = f"{request.method} {printable(request.url.path, limit=80)}"
     response = await client.send(request, stream=True)
     try:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise BadResponseError(f"{what}: the answer announces {int(declared):,} bytes, more than the "
-                                   f"{limit:,} an env server ever sends")
+            raise too_long(f"{what}: the answer announces {int(declared):,} bytes, more than the {limit:,} "
+                           f"{source} may send")
         chunks, size = [], 0
         async for chunk in response.aiter_bytes():
             size += len(chunk)
             if size > limit:
-                raise BadResponseError(f"{what}: the answer goes on past {limit:,} bytes (an env server's are far "
-                                       f"shorter); stopped reading it")
+                raise too_long(f"{what}: the answer goes on past {limit:,} bytes, the most {source} may send; "
+                               f"stopped reading it")
             chunks.append(chunk)
     finally:
         await response.aclose()
-    return response.status_code, _json_or_none(b"".join(chunks))
+    return response, b"".join(chunks)
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _json_or_none(data: bytes) -> Any:
+def json_or_none(data: bytes) -> Any:
+    """Strict JSON (no NaN or Infinity, nesting within the parser's depth), or None for anything else."""
     try:
         return json.loads(data, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):  # not JSON, NaN, or nested beyond the parser's depth
+    except (ValueError, RecursionError):  # not JSON (nor UTF-8), NaN, or nested beyond the parser's depth
         return None
 
 

@@ -49,6 +49,7 @@ from shopsimrl.env.types import (
     StepResult,
     Task,
 )
+from shopsimrl.io import well_formed
 
 
 @dataclass
@@ -105,7 +106,9 @@ class ShopSimEnv:
 
     def step(self, lease_id: str, action: str, *, request_id: str | None = None) -> StepResult:
         """Apply ``action``.  A repeated ``request_id`` (a client retrying a step whose reply it lost)
-        gets the first reply again instead of applying the action twice."""
+        gets the first reply again instead of applying the action twice.  Half a surrogate pair in ``action``
+        (no UTF-8 form: a page showing it could not be sent) is read as U+FFFD."""
+        action = well_formed(action)
         lease = self.pool.get(lease_id)
         with lease.lock:
             replay = self._replay(lease, request_id)

@@ -47,6 +47,7 @@ from shopsimrl.env.request_limits import (
 )
 from shopsimrl.env.sessions import AcquireAbandoned
 from shopsimrl.env.types import EnvError
+from shopsimrl.io import json_bytes
 
 
 class _Body(BaseModel):
@@ -55,7 +56,7 @@ class _Body(BaseModel):
 
 class ResetRequest(_Body):
     task_id: str = Field(min_length=1, max_length=256)
-    timeout: float | None = Field(default=None, ge=0, le=600)
+    timeout: float | None = Field(default=None, ge=0, le=600, allow_inf_nan=False)  # NaN: not a finite number
 
 
 class StepRequest(_Body):
@@ -75,8 +76,9 @@ class ReleaseRequest(_Body):
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    # Plain json.dumps: the payloads are already JSON-ready dicts, no encoder pass needed.
-    return Response(json.dumps(data, ensure_ascii=False), status_code=status, media_type="application/json")
+    # Plain json.dumps: the payloads are already JSON-ready dicts, no encoder pass needed.  json_bytes: a lone
+    # surrogate in any text (half a pair in an action string) is sent as its JSON escape, never a 500.
+    return Response(json_bytes(json.dumps(data, ensure_ascii=False)), status_code=status, media_type="application/json")
 
 
 def create_app(env: ShopSimEnv, *, threads: int = 16, max_body: int = MAX_BODY_BYTES,

@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.errors import Refusal
-from shopsimrl.io import LockFileError, append_jsonl, atomic_write_json, atomic_write_jsonl, open_lock_file
+from shopsimrl.io import (
+    LockFileError,
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_jsonl,
+    check_room,
+    open_lock_file,
+)
 from shopsimrl.rollout.group import GroupRun, triage_record
 from shopsimrl.rollout.journal import MARKER, STATE, RunJournal, check_finite_metrics
 from shopsimrl.sampling import grpo_advantages, split_into_updates
@@ -191,6 +198,7 @@ def prepare_run_dir(out: str | Path, name: str, *, overwrite: bool = False, resu
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
+        _check_room(root)  # after an overwrite's removals, which free room
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except BaseException:
@@ -199,6 +207,16 @@ def prepare_run_dir(out: str | Path, name: str, *, overwrite: bool = False, resu
             shutil.rmtree(root, ignore_errors=True)
         raise
     return RunPaths(root, [fd])
+
+
+def _check_room(root: Path) -> None:
+    """Before any step is played (a resumed run too): a full or read-only disk is refused now, not found out at
+    the end of a step's work."""
+    try:
+        check_room(root)
+    except OSError as exc:
+        raise RunDirError(f"cannot write in the run folder {root}: {exc.strerror or exc}; no step was played. Free "
+                          f"space (or fix the folder) and run again") from None
 
 
 def write_triage(paths: StepPaths, group: GroupRun, *, step: int, finished_at: float) -> Path:

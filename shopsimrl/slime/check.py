@@ -41,7 +41,12 @@ from shopsimrl.argtypes import existing_folder, folder, int_range, number, out_f
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.slime.harness.checks import CHECKS
-from shopsimrl.slime.harness.children import DEFAULT_TIMEOUT_SECONDS, Children, child_result
+from shopsimrl.slime.harness.children import (
+    DEFAULT_IMPORT_TIMEOUT_SECONDS,
+    DEFAULT_TIMEOUT_SECONDS,
+    Children,
+    child_result,
+)
 from shopsimrl.slime.harness.episodes import run_episodes
 from shopsimrl.slime.harness.loop import (
     CONFIGURATIONS,
@@ -86,6 +91,10 @@ def register(commands: Any) -> None:
     check.add_argument("--timeout", type=number(above=0), default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                        help=f"each slime process's time limit; one still running then is killed and its checks fail "
                             f"(default {DEFAULT_TIMEOUT_SECONDS:g})")
+    check.add_argument("--import-timeout", type=number(above=0), default=DEFAULT_IMPORT_TIMEOUT_SECONDS,
+                       metavar="SECONDS", help=f"the first process's time limit: it imports slime and reads its "
+                       f"signatures, so a slime whose import hangs is reported at once (default "
+                       f"{DEFAULT_IMPORT_TIMEOUT_SECONDS:g}; never above --timeout)")
     check.add_argument("--json", default=None, metavar="FILE", type=out_file, help="also write every verdict and figure to FILE")
     check.set_defaults(handler=run)
 
@@ -166,13 +175,19 @@ class Report:
         return self.count(Status.FAIL) == 0 and self.count(Status.NOT_RUN) == 0
 
 
-def surface(src: Path, root: Path, children: Children) -> tuple[Outcome, bool]:
-    """The surface check in a child (slime's import may block: the time limit applies); (outcome, slime imports)."""
+def surface(src: Path, root: Path, children: Children, timeout: float | None = None) -> tuple[Outcome, bool]:
+    """The surface check in a child, first: it imports slime, which may block, so its own short limit applies
+    (``timeout``, at most the children's); (outcome, slime imports)."""
     scratch = root / "surface"
     scratch.mkdir(parents=True, exist_ok=True)
     log = scratch / "surface.log"
-    ended = children.run([sys.executable, "-m", "shopsimrl.slime.harness.surface", str(src), str(scratch)], log)
-    found = child_result(scratch / RESULT, log, ended, children.timeout)
+    limit = children.timeout if timeout is None else min(timeout, children.timeout)
+    ended = children.run([sys.executable, "-m", "shopsimrl.slime.harness.surface", str(src), str(scratch)], log,
+                         timeout=limit)
+    if ended.timed_out:
+        return Outcome.of([f"slime's modules did not import within {limit:g} s (--import-timeout): the import "
+                           f"hangs, or needs a longer limit; its process was killed"]), False
+    found = child_result(scratch / RESULT, log, ended, limit)
     if "error" in found:
         return Outcome.of([f"slime's modules could not be imported: {str(found['error']).strip()[-800:]}"]), False
     return Outcome.of([str(p) for p in found.get("problems", [])]), bool(found.get("imported"))
@@ -182,7 +197,7 @@ def _check(src: Path, root: Path, args: argparse.Namespace, children: Children) 
     started = time.perf_counter()
     print(f"shopsimrl slime check: slime at {src}; runs in {root}", flush=True)
     report = Report()
-    outcome, imported = surface(src, root, children)
+    outcome, imported = surface(src, root, children, args.import_timeout)
     report.add("surface", outcome, "slime's functions and classes are where ShopSim calls them")
     settings = LoopSettings.full_size() if args.full_size else LoopSettings()
     names = [f"SELECTION={s} WAVES={w}{loop.suffix}: {check}" for loop in _loops(settings, args.loop)

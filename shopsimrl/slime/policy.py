@@ -42,6 +42,7 @@ from shopsimrl.agent.constrained import (
 )
 from shopsimrl.agent.messages import first_user_message, observation_message
 from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
+from shopsimrl.env.answers import json_or_none, read_capped_bytes
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation, Task
 from shopsimrl.slime.abort import AbortFlag, never_aborted
@@ -51,6 +52,11 @@ _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _TOOL_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 _SENTINEL = "\u2063SHOPSIM_ASSISTANT_TURN\u2063"  # never produced by a model; only ever rendered, not tokenized
+
+
+#: A /generate answer longer than this is read no further (an SGLangError): its logprobs are about 40 bytes a
+#: token, so 32 MiB is some 800,000 tokens, far beyond any max_new_tokens.
+MAX_GENERATE_BYTES = 32 << 20
 
 
 class SGLangError(RuntimeError):
@@ -217,9 +223,15 @@ class SGLangTokenPolicy:
         if schema is not None:  # SGLang takes the schema as a JSON string
             params["json_schema"] = json.dumps(schema)
         payload = {"input_ids": input_ids, "sampling_params": params, "return_logprob": True}
-        response = await self._http.post(self.settings.generate_url, json=payload)
+        # read up to a cap, as every answer from outside (env/answers.py): an endless answer cannot grow the hook
+        request = self._http.build_request("POST", self.settings.generate_url, json=payload)
+        response, data = await read_capped_bytes(self._http, request, MAX_GENERATE_BYTES, "an SGLang server",
+                                                 SGLangError)
         response.raise_for_status()
-        return response.json()
+        answer = json_or_none(data)
+        if not isinstance(answer, dict):
+            raise SGLangError(f"SGLang's /generate answer is not a JSON object ({len(data):,} bytes)")
+        return answer
 
 
 class SGLangTokenEpisode:

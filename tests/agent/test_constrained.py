@@ -2,7 +2,7 @@
 
 The schema is checked with a JSON-schema validator (``jsonschema``, installed with the ``ray`` extra every
 ``make`` target installs): it must admit every valid action of the page and nothing else. The policy runs
-through the real openai client against the scripted server on 127.0.0.1.
+through the real policy (httpx) against the scripted server on 127.0.0.1.
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ async def test_both_clients_give_identical_feedback(server: ScriptedServer, shop
 
 async def test_other_server_errors_stay_technical(server: ScriptedServer, env: EnvClient) -> None:
     result = await play(server, env, SEARCH, *[error(500, "CUDA error: out of memory")] * 3, max_retries=2)
-    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "InternalServerError"
+    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "ServerRefused"
+    assert result.error["message"] == "the model server answered HTTP 500: CUDA error: out of memory"
     assert len(server.requests) == 4
 
 
@@ -174,7 +175,7 @@ async def test_retry_after_is_honoured_within_the_bounded_wait(server: ScriptedS
     assert result.scored and len(server.requests) == MAX_TURNS + 1
     too_long = error(429, "slow down", headers={"Retry-After": "3600"})
     result = await play(server, env, too_long, SEARCH, max_retry_wait=5.0)
-    assert not result.scored and result.error["type"] == "RateLimitError" and len(server.requests) == 1
+    assert not result.scored and result.error["type"] == "ServerRefused" and len(server.requests) == 1
 
 
 def test_retry_after_parsing() -> None:
@@ -212,4 +213,4 @@ async def test_a_refused_connection_stays_technical(env: EnvClient) -> None:
         result = await run_episode(env, p, (await env.list_tasks("train"))[0], rollout_id="r", seed=0, max_turns=MAX_TURNS)
     finally:
         await p.aclose()
-    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "APIConnectionError"
+    assert not result.scored and result.error["stage"] == "policy" and result.error["type"] == "ServerUnreachable"

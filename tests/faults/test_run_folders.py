@@ -69,9 +69,18 @@ def test_a_full_disk_is_reported_and_earlier_steps_stay_whole(server, rollouts, 
         json.loads((step / "metrics.json").read_text())
         assert (step / "batch.jsonl").read_text().endswith("\n")
     wait_for(lambda: server.leased() == 0, 30, "every slot released")
+    before = {step.name: files_of(step) for step in done}
+    # still full: a resume is refused before it plays a step (it used to play one whole step first)
+    everything = {name: data for name, data in files_of(run.root).items() if name != ".lock"}
+    refused = Rollout(small_disk, "full", "--env", server.url, "--steps", str(len(done) + 1), "--episode-concurrency",
+                      "32", "--resume")
+    rollouts.append(refused)
+    assert refused.wait(timeout=60) == 2, refused.stderr
+    assert "cannot write in the run folder" in refused.stderr and "no step was played" in refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert {name: data for name, data in files_of(run.root).items() if name != ".lock"} == everything
     # more room, and the run continues: the incomplete step runs again, no complete step is lost or run again
     subprocess.run(["mount", "-o", "remount,size=16m", str(small_disk)], check=True)
-    before = {step.name: files_of(step) for step in done}
     more = Rollout(small_disk, "full", "--env", server.url, "--steps", str(len(done) + 1), "--episode-concurrency",
                    "32", "--resume")
     rollouts.append(more)

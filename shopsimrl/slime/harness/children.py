@@ -23,6 +23,9 @@ from typing import Any
 
 #: A leg runs slime's loop for 80 steps: minutes on a loaded 2-core machine; a blocked import never ends.
 DEFAULT_TIMEOUT_SECONDS = 600.0
+#: The first child only imports slime and reads its signatures (about 15 s on a loaded 2-core machine): a slime
+#: whose import hangs is reported within a minute, not after a leg's whole limit.
+DEFAULT_IMPORT_TIMEOUT_SECONDS = 45.0
 #: The check's PID, in each child's environment (see :func:`die_with_parent`).
 PARENT_ENV = "SHOPSIM_SLIME_CHECK_PARENT"
 PR_SET_PDEATHSIG = 1
@@ -47,8 +50,9 @@ class Children:
         self._lock = threading.Lock()
         self._stopping = False
 
-    def run(self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> Finished:
-        """Run ``argv`` to its end or its time limit, its output to ``log``."""
+    def run(self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
+            timeout: float | None = None) -> Finished:
+        """Run ``argv`` to its end or its time limit (``timeout``, else the children's), its output to ``log``."""
         with self._lock:
             if self._stopping:
                 return Finished(None, stopped=True)
@@ -58,7 +62,7 @@ class Children:
             self._running[process.pid] = process
         started = time.monotonic()
         try:
-            returncode: int | None = process.wait(timeout=self.timeout)
+            returncode: int | None = process.wait(timeout=self.timeout if timeout is None else timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
             returncode, timed_out = None, True
