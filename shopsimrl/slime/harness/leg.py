@@ -6,8 +6,9 @@ spec's environment variables, custom config written as ``shopsimrl train`` write
 plus what a CPU run must add, as a user adds MODEL_ARGS: the scripted SGLang as an
 external engine and router, the eval dataset, and the world's generate function.
 
-What is observed (nothing of slime's is changed; slime's call sites are wrapped only
-where slime hands something to us or to its tracker):
+What is observed (slime's call sites are wrapped only where slime hands something to us or to its
+tracker; the one thing of slime's changed is the order in which it meets the groups that finished in one
+event-loop turn, made the same in every process: :mod:`.tie_order`):
 
 - every step slime trains: the train data the training actor receives (stand-in actor);
 - every group our filter hook sees, in the order slime filters them, with a batch
@@ -40,6 +41,7 @@ from shopsimrl.slime.data_source import SelectorDataSource
 from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.harness.children import die_with_parent
 from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
+from shopsimrl.slime.harness.tie_order import in_creation_order
 from shopsimrl.slime.harness.world import EPISODES
 from shopsimrl.slime.launch import TrainConfig
 from shopsimrl.slime.samples import reward_key, sample_weight
@@ -287,6 +289,7 @@ def run(spec: dict[str, Any]) -> int:
             argv = launcher_argv(config, sglang.port, spec.get("extra", []))
             namespace = runpy.run_path(str(Path(spec["slime_src"]) / config.train_script), run_name="slime_train")
             _observe(recorder)
+            in_creation_order()
             _capture_manager()
             sys.argv = ["train.py", *argv]
             args = namespace["parse_args"]()

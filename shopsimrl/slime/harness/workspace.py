@@ -32,8 +32,8 @@ def task_ids(count: int, prefix: str = "task") -> list[str]:
 
 def write_prompts(path: Path, ids: list[str]) -> Path:
     """JSONL as ``shopsimrl data export`` writes it: the task id as the prompt and in the metadata, with an
-    instruction and a label (the ``forecast`` rule reads them; the label is ``shelf``, not ``category``, so the
-    rules that take ``category`` as their cluster label run their legs unlabelled, as before).  The loop legs' world
+    instruction and a category (the ``forecast`` rule reads them; our data source takes the category as the
+    prompts' cluster label, as with a user's prompt file).  The loop legs' world
     (:func:`~shopsimrl.slime.harness.world.pass_rate`) is one where the instruction's wording says whether a task
     is never solved, always solved, or in between, as a ShopSim instruction's wording reflects its goal."""
     from shopsimrl.slime.harness.world import pass_rate  # the world the loop legs' episodes are drawn from
@@ -42,7 +42,7 @@ def write_prompts(path: Path, ids: list[str]) -> Path:
         rate = pass_rate(task_id)
         word = "rare" if rate == 0.0 else "plain" if rate == 1.0 else "usual"
         return {"task_id": task_id, "instruction": f"Find me the {word} item {task_id[-1]}",
-                "shelf": f"shelf-{task_id[-2]}"}
+                "category": f"shelf-{task_id[-2]}"}
 
     return atomic_write_jsonl(path, ({"prompt": t, "metadata": metadata(t)} for t in ids))
 
