@@ -3,7 +3,7 @@
 Simulator wall time (modelled), not a GPU measurement: each rollout step is the simulator's
 (the calibrated world, whose mean step is the release run's ``perf/rollout_time``); each step
 then trains for ``CALIBRATED_TRAIN_S`` and syncs the weights for ``CALIBRATED_WEIGHT_SYNC_S``
-(``shopsimrl/simulate/overlap.py`` says where both come from).  ``train.py`` (``sync``) adds the
+(``shopsimrl/rollout/loops.py`` says where both come from).  ``train.py`` (``sync``) adds the
 three; ``train_async.py`` (``async``) runs rollout k+1 beside training k, and every rollout
 there plays the world one training step behind (the policy lag), so its groups differ.
 
@@ -31,14 +31,14 @@ from statistics import median
 from typing import Any
 
 from benchmarks.common import machine, publish
-from shopsimrl.simulate.engine import RunResult, simulate_run
-from shopsimrl.simulate.overlap import (
+from shopsimrl.rollout.loops import (
     CALIBRATED_TRAIN_S,
     CALIBRATED_WEIGHT_SYNC_S,
     TrainingLoop,
     TrainTiming,
     loop_wall_s,
 )
+from shopsimrl.simulate.engine import RunResult, simulate_run
 
 STEPS = 80
 SEEDS = (0, 1, 2, 3, 4)

@@ -35,6 +35,9 @@ share of trained groups, distinct prompts trained, and distinct prompts among th
 starts), computed from each run's ``batch.jsonl`` and ``events.jsonl``.  The issue's targets are checked
 in a ``targets`` block.
 
+The same judge on the modelled GPU clock, with slime's two loops, counts the bill: ``bench_selection_clock.py``
+(``Regime.clock``, the ``+async`` strategies and the ``model_s`` axis are its).
+
 Two runs at a time (subprocesses).  ``--quick``: one seed, 10 steps, ``products_2000`` only.
 ``--seeds``/``--only``/``--keep DIR`` serve tuning and the mechanism's diagnosis
 (``python -m benchmarks.diagnose_selection DIR``).
@@ -71,6 +74,15 @@ STAGED_BESIDE = "informative/adaptive/staged"
 #: Evaluations before this many generated episodes are not compared (every strategy starts alike).
 COMPARE_FROM_EPISODES = 2500.0
 JOBS = 2  # runs at a time
+#: A strategy run under slime's train_async.py ends in this (``informative/adaptive+async``); without it, train.py.
+ASYNC = "+async"
+#: The modelled clock's wall time so far (``--clock modelled``): the curve's ``model_s`` axis.
+MODEL_TOTAL = PREFIX + "clock/total_s"
+
+
+def loop_of(strategy: str) -> tuple[str, str]:
+    """(``selection/waves[/staged]``, ``sync`` or ``async``) of a strategy name."""
+    return (strategy.removesuffix(ASYNC), "async") if strategy.endswith(ASYNC) else (strategy, "sync")
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,7 @@ class Regime:
     eval_every: int = 5
     repeats: int = 1  # runs per (strategy, seed): each repetition is paired with seed/fixed's of the same number
     max_steps: int = 60  # the most steps a strategy with adaptive waves runs to spend the budget
+    clock: str = "machine"  # modelled: every run on the modelled GPU clock (bench_selection_clock.py)
 
     @property
     def budget(self) -> float:
@@ -95,7 +108,7 @@ class Regime:
 
     def steps_of(self, strategy: str) -> int:
         """Steps run: ``steps`` with whole waves (they spend the budget exactly), else ``max_steps``."""
-        return self.max_steps if strategy.split("/")[1] == "adaptive" else self.steps
+        return self.max_steps if loop_of(strategy)[0].split("/")[1] == "adaptive" else self.steps
 
 
 #: The release run's regime (the default catalog for its 80 steps, about 1.6 epoch passes), where the informative
@@ -120,8 +133,10 @@ QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 1
 
 def run_argv(regime: Regime, strategy: str, seed: int, out: Path, name: str) -> list[str]:
     """``selection/waves`` or ``selection/waves/staged`` (staged siblings, the default stage size)."""
-    selection, waves, *siblings = strategy.split("/")
-    return ["rollout", *(["--siblings", *siblings] if siblings else []), "--learner", "grpo",
+    base, loop = loop_of(strategy)
+    selection, waves, *siblings = base.split("/")
+    clock = ["--clock", regime.clock] + (["--loop", loop] if loop != "sync" else []) if regime.clock != "machine" else []
+    return ["rollout", *(["--siblings", *siblings] if siblings else []), *clock, "--learner", "grpo",
             "--eval-every", str(regime.eval_every), "--eval-samples", str(regime.eval_samples),
             "--eval-split", regime.eval_split, "--steps", str(regime.steps_of(strategy)), "--seed", str(seed),
             "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
@@ -147,17 +162,21 @@ def read_rows(run: Path) -> list[dict[str, Any]]:
 def curve(rows: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
     """Each evaluation: the success of its parameters and what the steps they were trained on cost."""
     spent = {0: (0.0, 0.0, 0.0)}
+    model = {0: 0.0} if any(MODEL_TOTAL in row for row in rows) else {}  # the modelled wall time after each step
     for row in rows:
         e, s, w = spent[int(row["step"]) - 1]
         spent[int(row["step"])] = (e + row[PREFIX + "waste/episodes_submitted"],
                                    s + row[PREFIX + "waste/env_steps_submitted"],
                                    w + row[PREFIX + "step/wall_seconds"])
+        if MODEL_TOTAL in row:
+            model[int(row["step"])] = row[MODEL_TOTAL]
     points = []
     for row in rows:
         if EVAL + "trained_steps" in row and EVAL + "success_rate" in row:
             trained = int(row[EVAL + "trained_steps"])
             e, s, w = spent[trained]
             points.append({"trained_steps": trained, "episodes": e, "env_steps": s, "wall_s": w,
+                           **({"model_s": model[trained]} if trained in model else {}),
                            "success": row[EVAL + "success_rate"], "greedy": row.get(EVAL + "greedy/success_rate")})
     return sorted(points, key=lambda p: p["trained_steps"])
 
@@ -353,6 +372,7 @@ def interval(diffs: Mapping[str, float | None]) -> dict[str, float] | None:
 
 
 AXES = ("episodes", "env_steps", "wall_s")  # generated episodes; env steps (deterministic); measured wall seconds
+MODEL_AXIS = "model_s"  # the modelled wall time (rollout, training, weight sync): the runs on the modelled clock
 
 
 def compare_on(run: dict[str, Any], base: dict[str, Any], axis: str) -> dict[str, Any]:
@@ -373,7 +393,9 @@ def paired(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
         if strategy == SEED_FIXED:
             continue
         entry: dict[str, Any] = {}
-        for axis in AXES:
+        axes = (*AXES, MODEL_AXIS) if all(MODEL_AXIS in p for r in (*by_seed.values(), *base.values())
+                                            for p in r["curve"]) else AXES
+        for axis in axes:
             per_seed = {s: compare_on(by_seed[s], base[s], axis) for s in seeds}
             n = max(len(v["at_seed_fixed_evaluations"]) for v in per_seed.values())
             # each of seed/fixed's evaluations: the seeds' differences there (None where a run did not reach it)

@@ -96,6 +96,10 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--openai-model": (Late("m"),),  # only with --policy openai
         "--openai-api-key-env": (Late("KEY"),),
         "--temperature": ("-1",),
+        "--tis-cap": ("0", "-1", "nan"),
+        "--decode-tokens-per-s": ("0", "-5", "inf"),
+        "--engine-capacity": ("0", "-1"),
+        "--reply-tokens": ("0", "nan"),
         "--max-tokens": ("0",),
         "--request-timeout": ("0",),
         "--top-p": ("-0.5", "1.5"),

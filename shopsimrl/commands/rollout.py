@@ -29,6 +29,7 @@ from shopsimrl.argtypes import (
     server_url,
     server_urls,
 )
+from shopsimrl.commands.clock_options import add_arguments as add_clock_arguments
 from shopsimrl.commands.dispatch import handled_by, run
 from shopsimrl.commands.limits import MAX_STEPS, WHY_STEPS
 from shopsimrl.commands.rollout_options import IN_PROCESS
@@ -149,6 +150,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="prompt + completion tokens an episode may reach; beyond it the episode ends as "
                           "generation_length before the server refuses (openai policy)")
     add_learner_arguments(p)  # --learner, --eval-every, --eval-samples, --resume (and the old --learning)
+    add_clock_arguments(p)  # --clock, --loop, --tis-cap and the modelled clock's constants
     wb = p.add_argument_group("Weights & Biases (optional)")
     wb.add_argument("--wandb", action="store_true", help="log each step's metrics to W&B")
     wb.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")

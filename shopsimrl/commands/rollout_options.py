@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.commands.clock_options import check_options as check_clock_options
+from shopsimrl.commands.clock_options import time_model
 from shopsimrl.errors import UsageError
 from shopsimrl.learn.connect import check_options as check_learner_options
 from shopsimrl.rollout.run import RolloutConfig, default_run_name
@@ -89,6 +91,7 @@ def check_options(args: argparse.Namespace) -> None:
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
+    check_clock_options(args)
     try:
         check_learner_options(args)
     except ValueError as exc:  # the learner's checks of these flags: each a refusal of the combination given
@@ -108,6 +111,7 @@ def config_from_args(args: argparse.Namespace, knobs: SamplingKnobs) -> RolloutC
         return RolloutConfig(knobs=knobs, steps=args.steps, seed=args.seed, out=args.out,
                              name=args.name or default_run_name(), episode_concurrency=args.episode_concurrency,
                              selection=args.selection, waves=args.waves, cushion=args.cushion, timeline=args.timeline,
-                             siblings=args.siblings, stage_size=args.stage_size)
+                             siblings=args.siblings, stage_size=args.stage_size, clock=args.clock, loop=args.loop,
+                             time_model=time_model(args))
     except ValueError as exc:  # the config's checks of values given as flags (e.g. --stage-size >= n): a refusal
         raise UsageError(str(exc)) from None

@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
+from shopsimrl.commands.clock_options import run_fields as clock_fields
 from shopsimrl.commands.interrupts import Interrupts
 from shopsimrl.commands.rollout_options import IN_PROCESS
 from shopsimrl.env import InProcessEnvClient, ShopSimEnv, catalog_path
@@ -218,7 +219,7 @@ async def _run(args: Any, config: RolloutConfig, options: dict[str, Any], interr
         runner = agent_runner(client, policy, max_turns=args.max_turns)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
-                 **learning_fields(args)}
+                 **learning_fields(args), **clock_fields(args)}
         # the learner's hooks, and --resume's position (ResumeError, a refusal: the run cannot be continued as asked)
         learner_kwargs = await start_learning(args, policy, client, paths, config, task_ids, extra)
         if args.wandb:

@@ -9,16 +9,16 @@ from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.commands.limits import MAX_PROMPTS, MAX_SEEDS, MAX_STEPS, WHY_PROMPTS, WHY_STEPS
 from shopsimrl.errors import UsageError
 from shopsimrl.io import atomic_write_json
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
-from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
-from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
-from shopsimrl.simulate.overlap import (
+from shopsimrl.rollout.loops import (
     CALIBRATED_TRAIN_S,
     CALIBRATED_WEIGHT_SYNC_S,
     DEFAULT_TRAINING_LOOP,
     TrainingLoop,
     TrainTiming,
 )
+from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
+from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
+from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
 
 EXIT_OK = 0
 WORLDS = ("calibrated", "learner")

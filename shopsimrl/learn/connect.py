@@ -22,6 +22,7 @@ from shopsimrl.learn.defaults import (
     LEARNERS,
 )
 from shopsimrl.rollout.episode_runner import agent_runner
+from shopsimrl.rollout.loops import POLICY_LAG
 from shopsimrl.rollout.run import run_record
 
 
@@ -106,7 +107,8 @@ async def start(args: argparse.Namespace, policy: Any, env: Any, paths: Any, con
             plan = EvalPlan(every=args.eval_every, task_ids=held_out, seed=config.seed, samples=args.eval_samples,
                             concurrency=config.episode_concurrency,
                             make_runner=lambda p: agent_runner(env, p, max_turns=args.max_turns))
-        learner = GrpoLearner(policy, paths.root, config.knobs.global_batch_size, plan)
+        learner = GrpoLearner(policy, paths.root, config.knobs.global_batch_size, plan,
+                              lag=POLICY_LAG[config.loop], tis_cap=args.tis_cap)
         kwargs["after_batch"] = learner.after_batch
     if args.resume:
         restore = None

@@ -56,16 +56,23 @@ class Trajectory:
 
 
 def surrogate(theta: np.ndarray, episodes: Sequence[Trajectory], global_batch_size: int,
-              eps_clip: float = EPS_CLIP) -> tuple[float, np.ndarray]:
-    """The update's loss and its gradient with respect to ``theta``."""
+              eps_clip: float = EPS_CLIP, *, old: np.ndarray | None = None,
+              tis: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """The update's loss and its gradient with respect to ``theta``.
+
+    ``old``: the log-probabilities the ratio is taken against (default: those recorded when the episodes were
+    played; the async loop passes the trainer's own, as slime recomputes them with the actor); ``tis``: a weight
+    per decision multiplying its term (truncated importance sampling, :func:`tis_weights`)."""
     decisions = [d for ep in episodes for d in ep.decisions]
     grad = np.zeros(LAYOUT.size)
     if not decisions:
         return 0.0, grad
     logp, dlogp = log_probs(theta, decisions)
-    old = np.array([d.logp for d in decisions])
+    old = np.array([d.logp for d in decisions]) if old is None else old
     adv = np.concatenate([np.full(len(ep.decisions), ep.advantage) for ep in episodes])
     weight = np.concatenate([np.full(len(ep.decisions), 1.0 / len(ep.decisions)) for ep in episodes if ep.decisions])
+    if tis is not None:
+        weight = weight * tis
     ratio = np.exp(logp - old)
     clipped = np.clip(ratio, 1.0 - eps_clip, 1.0 + eps_clip)
     terms = np.minimum(ratio * adv, clipped * adv)
@@ -97,16 +104,43 @@ class Adam:
         return theta - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
 
+def tis_weights(trainer_logp: np.ndarray, rollout_logp: np.ndarray, cap: float) -> np.ndarray:
+    """Truncated importance sampling (Yao et al., "Your Efficient RL Framework Secretly Brings You Off-Policy RL
+    Training", fengyao.notion.site/off-policy-rl; slime's ``--use-tis``): ``min(pi_trainer / pi_rollout, cap)`` per
+    decision (slime's ``vanilla_tis_function``, ``--tis-clip`` 2.0 by default, its lower bound 0)."""
+    return np.minimum(np.exp(trainer_logp - rollout_logp), cap)
+
+
 def train(theta: np.ndarray, adam: Adam, updates: Sequence[Sequence[Trajectory]],
-          global_batch_size: int) -> tuple[np.ndarray, dict[str, float]]:
+          global_batch_size: int, *, off_policy: bool = False,
+          tis_cap: float | None = None) -> tuple[np.ndarray, dict[str, float]]:
     """One step's optimizer updates in order; returns the new parameters and the step's train metrics.
 
     ``train/loss`` and ``train/grad_norm`` are means over the step's updates (each taken before its
-    Adam step); ``train/optimizer_updates`` counts them.
+    Adam step); ``train/optimizer_updates`` counts them.  ``off_policy`` (the async loop: the episodes were
+    played by older parameters): the ratio is taken against the trainer's log-probabilities at the step's
+    start, as slime does by default (no correction); ``tis_cap``: and each decision is weighted by its
+    truncated importance ratio against the parameters that played it.
     """
-    losses, norms = [], []
-    for episodes in updates:
-        loss, grad = surrogate(theta, episodes, global_batch_size)
+    losses, norms, extra = [], [], {}
+    olds: list[np.ndarray | None] = [None] * len(updates)
+    weights: list[np.ndarray | None] = [None] * len(updates)
+    if off_policy:
+        start, ratios = theta, []
+        for u, episodes in enumerate(updates):
+            decisions = [d for ep in episodes for d in ep.decisions]
+            if not decisions:
+                continue
+            olds[u] = log_probs(start, decisions)[0]
+            if tis_cap is not None:
+                played = np.array([d.logp for d in decisions])
+                weights[u] = tis_weights(olds[u], played, tis_cap)  # type: ignore[arg-type]
+                ratios.append(np.exp(olds[u] - played))  # type: ignore[operator]
+        if ratios:
+            every = np.concatenate(ratios)
+            extra = {"train/tis_mean": float(every.mean()), "train/tis_clipfrac": float((every > tis_cap).mean())}
+    for u, episodes in enumerate(updates):
+        loss, grad = surrogate(theta, episodes, global_batch_size, old=olds[u], tis=weights[u])
         theta = adam.step(theta, grad)
         losses.append(loss)
         norms.append(float(np.linalg.norm(grad)))
@@ -114,4 +148,5 @@ def train(theta: np.ndarray, adam: Adam, updates: Sequence[Sequence[Trajectory]]
         "train/optimizer_updates": float(len(updates)),
         "train/loss": float(np.mean(losses)) if losses else 0.0,
         "train/grad_norm": float(np.mean(norms)) if norms else 0.0,
+        **extra,
     }

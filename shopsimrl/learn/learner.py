@@ -53,12 +53,19 @@ class GrpoLearner:
     """Trains ``policy`` on each step's batch; ``run_root`` is the run folder (state goes to its step folders)."""
 
     def __init__(self, policy: LinearPolicy, run_root: Path, global_batch_size: int,
-                 evaluation: EvalPlan | None = None, adam: Adam | None = None) -> None:
+                 evaluation: EvalPlan | None = None, adam: Adam | None = None, *, lag: int = 0,
+                 tis_cap: float | None = None) -> None:
         self.policy = policy
         self.run_root = Path(run_root)
         self.global_batch_size = global_batch_size
         self.evaluation = evaluation
         self.adam = adam or Adam()
+        #: slime's train_async.py (``lag`` 1): rollout k+1 is played by the parameters of training k-1, so the
+        #: policy that plays stays one update behind the trainer's ``theta``; ``tis_cap``: TIS on that lag
+        self.lag, self.tis_cap = lag, tis_cap
+        self.theta = list(policy.theta)  # the trainer's parameters (the playing policy's, with no lag)
+        self._updates = self.adam.t
+        self._behind: list[tuple[list[float], int]] = []  # the trainer's last parameters (and updates), oldest first
 
     async def after_batch(self, step: int, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
         """Train on the step's kept episodes (rows of ``batch.jsonl``); return the metrics for its row."""
@@ -73,23 +80,35 @@ class GrpoLearner:
                 raise MissingDecisions(f"step {step}: kept episode {row['rollout_id']} (task {row['task_id']}, seed "
                                        f"{row['seed']}) has no recorded decisions: was it played by the learned policy?")
             updates.setdefault(int(row["update"]), []).append(Trajectory(decisions, float(row["advantage"])))
-        theta, train_metrics = train(np.asarray(self.policy.theta), self.adam,
-                                     [updates[u] for u in sorted(updates)], self.global_batch_size)
+        theta, train_metrics = train(np.asarray(self.theta), self.adam, [updates[u] for u in sorted(updates)],
+                                     self.global_batch_size, off_policy=self.lag > 0, tis_cap=self.tis_cap)
         state_path = self.run_root / f"step-{step}" / STATE_FILE
         if not np.isfinite(theta).all():  # never saved: the step stops incomplete, resumable from the step before
             raise UnwritableRecord(f"step {step}'s update made the parameters NaN or infinite; not saved", state_path)
-        self.policy.set_theta(theta.tolist(), updates=self.adam.t)
+        if self.lag:
+            self._behind.append((self.theta, self._updates))
+        self.theta, self._updates = theta.tolist(), self.adam.t
+        playing, played_updates = self._behind.pop(0) if len(self._behind) >= self.lag > 0 else (self.theta, self.adam.t)
+        self.policy.set_theta(playing, updates=played_updates)
         metrics.update(train_metrics)
-        save_state(state_path, self.policy, self.adam, step=step)
+        save_state(state_path, self.trained(), self.adam, step=step)
         if self.evaluation is not None and self.evaluation.due_after(step):
             metrics.update(await self._evaluate(step, trained_steps=step))
         return metrics
 
-    async def _evaluate(self, step: int, *, trained_steps: int) -> dict[str, float]:
+    def trained(self) -> LinearPolicy:
+        """The trainer's parameters as a policy (with the async loop's lag, one update ahead of the one playing)."""
+        if self.theta == self.policy.theta:
+            return self.policy
+        policy = LinearPolicy(self.theta, record=False)
+        policy.updates = self.adam.t
+        return policy
 
+    async def _evaluate(self, step: int, *, trained_steps: int) -> dict[str, float]:
+        """The trainer's parameters on the held-out tasks."""
         plan = self.evaluation
         assert plan is not None
-        metrics, record = await evaluate(self.policy, plan.make_runner, plan.task_ids, seed=plan.seed,
+        metrics, record = await evaluate(self.trained(), plan.make_runner, plan.task_ids, seed=plan.seed,
                                          samples=plan.samples, concurrency=plan.concurrency)
         metrics[EVAL_PREFIX + "trained_steps"] = float(trained_steps)
         atomic_write_json(self.run_root / f"step-{step}" / EVAL_FILE, {"trained_steps": trained_steps, **record})
@@ -158,3 +177,4 @@ def restore(policy: LinearPolicy, learner: GrpoLearner, step_root: Path) -> None
     """Continue ``learner`` (and the ``policy`` it trains) from a step's saved state (``--resume``)."""
     theta, learner.adam = load_state(step_root / STATE_FILE, step=int(step_root.name.removeprefix("step-")))
     policy.set_theta(theta, updates=learner.adam.t)
+    learner.theta, learner._updates = list(policy.theta), learner.adam.t

@@ -92,6 +92,10 @@ def read_run_record(root: Path) -> dict[str, Any]:
 def check_same_run(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     """Refused unless every option that shapes results is what ``run.json`` records."""
     now = json.loads(json.dumps(current))  # enums and tuples as run.json holds them
+    then_clock, now_clock = recorded.get("clock") or "machine", now.get("clock") or "machine"
+    if then_clock != now_clock:
+        raise ResumeError(f"--resume: the run ran on the {then_clock} clock, not the {now_clock} one: continue it with "
+                          f"--clock {then_clock} (one run has one clock)")
     keys = sorted((set(recorded) | set(now)) - set(NOT_COMPARED))
     differ = [k for k in keys if recorded.get(k) != now.get(k)]
     if differ:

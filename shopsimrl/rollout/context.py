@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shopsimrl.rollout.gputime import TimeModel
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.journal import RunJournal
+from shopsimrl.rollout.loops import LoopClock
 from shopsimrl.rollout.outputs import RunPaths
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
@@ -37,6 +39,7 @@ class RunContext:
     seed: int = 0
     observer: StepObserver | None = None
     clock: Callable[[], float] = time.perf_counter
+    time_model: TimeModel | None = None  # the modelled GPU clock (modelled.py); None: the machine's clock
     waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
     cushion: float = DEFAULT_CUSHION  # adaptive waves: expected informative groups in flight above the missing
     learner: Callable[[list[str]], None] | None = None  # trained on these tasks' informative groups
@@ -45,6 +48,7 @@ class RunContext:
     timeline: bool = False  # draw each step's wave timeline into its folder
     staging: StagedSiblings | None = None  # staged siblings (opt-in); None: every group starts whole
     journal: RunJournal = field(default_factory=RunJournal.detached)  # each step's completion marker (journal.py)
+    loop_clock: LoopClock | None = None  # the modelled clock: each step's rollout, training and sync on slime's loop
 
     @property
     def faithful(self) -> bool:

@@ -7,8 +7,8 @@ finished group, take every other group already finished as the same batch, hand 
 one event (``finished``) and carry out the actions it answers; at ``target`` kept groups, cancel
 everything still in flight and wait for it (each episode releases its env session while it unwinds).
 
-What is not the loop lives next door, so the loop reads in one screen: the groups as tasks and
-their triage (``tasks.py``), the event log (``events.py``), the live view's counters
+What is not the loop lives next door, so the loop reads in one screen: the step's clock and its groups
+as tasks and their triage (``modelled.py``: the machine's clock, ``tasks.py``, or the modelled GPU clock), the event log (``events.py``), the live view's counters
 (``progress.py``), the report (``report.py``) and what a finished step hands on (``handover.py``).
 """
 
@@ -17,13 +17,12 @@ from __future__ import annotations
 import asyncio
 
 from shopsimrl.rollout.context import RunContext
-from shopsimrl.rollout.events import EventLog
 from shopsimrl.rollout.group import GroupRun
 from shopsimrl.rollout.handover import hand_over
+from shopsimrl.rollout.modelled import step_shell
 from shopsimrl.rollout.outputs import write_events
 from shopsimrl.rollout.progress import LiveProgress
 from shopsimrl.rollout.report import StepReport, build_step_report
-from shopsimrl.rollout.tasks import GroupTasks
 from shopsimrl.sampling import GroupDecision, TooManyTechnicalFailures, Verdict
 from shopsimrl.sampling.step import Action, Completion, FirstStage, Start, StoppedEarly, StopRun, WaveOpened
 from shopsimrl.sampling.verdict import unique_rollout_rewards
@@ -35,8 +34,7 @@ class StepDriver:
     def __init__(self, ctx: RunContext, step: int) -> None:
         self.ctx, self.step, self.paths = ctx, step, ctx.paths.step(step)
         self.rollout = ctx.rollout_step()
-        self.log = EventLog(ctx.clock)
-        self.tasks = GroupTasks(ctx, step, self.paths, self.log.now)
+        self.log, self.tasks = step_shell(ctx, step, self.paths)  # the machine's clock, or the modelled one
         self.live = LiveProgress(step, self.rollout, self.tasks.groups, ctx.slots, self.log.now, ctx.observer)
 
     async def run(self) -> StepReport:

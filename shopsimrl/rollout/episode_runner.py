@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shopsimrl.agent.result import EpisodeResult
-from shopsimrl.env.types import EnvClient, EnvClientWrapper, StepResult
+from shopsimrl.env.types import EnvClient, EnvClientWrapper, ResetResult, StepResult
 from shopsimrl.rollout.faults import FaultInjectingEnv
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
 
@@ -21,15 +21,23 @@ if TYPE_CHECKING:
 
 
 class MeteredEnv(EnvClientWrapper):
-    """Delegates to ``inner``; counts ``step`` calls into ``meter`` (one instance per episode)."""
+    """Delegates to ``inner``; counts ``step`` calls into ``meter`` (one instance per episode), and the
+    characters of each page the policy reads (the modelled clock's prefill, ``gputime.py``)."""
 
     def __init__(self, inner: EnvClient, meter: EpisodeMeter) -> None:
         super().__init__(inner)
         self.meter = meter
 
+    async def reset(self, task_id: str) -> ResetResult:
+        result = await self.inner.reset(task_id)
+        self.meter.page_chars.append(len(result.observation.text))
+        return result
+
     async def step(self, lease_id: str, action: str) -> StepResult:
         self.meter.env_steps += 1
-        return await self.inner.step(lease_id, action)
+        result = await self.inner.step(lease_id, action)
+        self.meter.page_chars.append(len(result.observation.text))
+        return result
 
     async def aclose(self) -> None:  # the shared client is closed by its owner, not by an episode
         return None

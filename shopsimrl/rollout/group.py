@@ -44,6 +44,8 @@ class EpisodeMeter:
     env_steps: int = 0
     started: float | None = None
     seconds: float = 0.0
+    page_chars: list[int] = field(default_factory=list)  # each page read (reset first): the modelled prefill
+    tokens: float = 0.0  # response tokens on the modelled clock (0 on the machine's)
 
 
 EpisodeRunner = Callable[[EpisodeSpec, EpisodeMeter], Awaitable[EpisodeResult]]
@@ -213,6 +215,11 @@ async def run_rest(
     """
     part = GroupRun(index=group.index, wave=group.wave, task_id=group.task_id, specs=rest)
     await run_group(part, runner, slots)
+    return join_rest(group, part, on_finished=on_finished)
+
+
+def join_rest(group: GroupRun, part: GroupRun, *, on_finished: Callable[[GroupRun], None] | None = None) -> GroupRun:
+    """A staged group's finished rest (``part``) joins it; then the verdict of the whole group and ``on_finished``."""
     group.specs = [*group.specs, *part.specs]
     group.meters = [*group.meters, *part.meters]
     group.episodes = [*group.episodes, *part.episodes]

@@ -2,8 +2,8 @@
 
 The order is part of the contract: the prompt source's and staged siblings' figures join the
 metrics first; the learning policy trains on the informative groups; the wave timeline is drawn;
-``batch.jsonl`` is written; a learner trained on the batch adds its figures (and writes its files); only
-then come the step's last writes, ``state.json``, ``metrics.json``, the ``metrics.jsonl`` line and the
+``batch.jsonl`` is written; a learner trained on the batch adds its figures (and writes its files); on the
+modelled clock the step's modelled rollout, training and weight-sync seconds join them; only then come the step's last writes, ``state.json``, ``metrics.json``, the ``metrics.jsonl`` line and the
 completion marker (a step with a marker is complete: ``journal.py``).
 """
 
@@ -45,4 +45,7 @@ async def hand_over(ctx: RunContext, paths: StepPaths, report: StepReport, *, st
     write_batch(paths, rows)
     if ctx.after_batch is not None:
         report.metrics.update(await ctx.after_batch(step, rows))
+    if ctx.loop_clock is not None and ctx.time_model is not None:  # the modelled clock: rollout, training, sync
+        tokens = sum(m.tokens for i in report.kept for m in groups[i].meters)
+        report.metrics.update(ctx.loop_clock.add(report.wall_seconds, ctx.time_model.train_seconds(tokens), tokens))
     write_step_end(ctx.paths, paths, step, report.metrics, state=ctx.run_state(), journal=ctx.journal)

@@ -9,6 +9,7 @@ is one step, the I/O shell around :class:`~shopsimrl.sampling.step.RolloutStep`;
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import time
@@ -21,8 +22,17 @@ from shopsimrl.io import atomic_write_json
 from shopsimrl.rollout.context import RunContext
 from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.rollout.driver import StepDriver
+from shopsimrl.rollout.gputime import DEFAULT_CLOCK, Clock, TimeModel
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.journal import ResumePoint, RunJournal, new_run_id, options_digest
+from shopsimrl.rollout.loops import (
+    CLOCK_PREFIX,
+    DEFAULT_TRAINING_LOOP,
+    POLICY_LAG,
+    LaggedTrainer,
+    LoopClock,
+    TrainingLoop,
+)
 from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.rollout.report import StepReport, summary_row
@@ -52,6 +62,14 @@ class RolloutConfig:
     timeline: bool = False  # write each step's wave_timeline.png
     siblings: Siblings = DEFAULT_SIBLINGS  # all: every group starts whole (the seed); staged: K first
     stage_size: int | None = None  # staged: K (default n // 2)
+    clock: Clock = DEFAULT_CLOCK  # machine: the measured order and seconds; modelled: the GPU time model's
+    loop: TrainingLoop = DEFAULT_TRAINING_LOOP  # sync: slime's train.py; async: train_async.py (a lagged learner)
+    time_model: TimeModel = field(default_factory=TimeModel)  # the modelled clock's constants
+
+    @property
+    def modelled(self) -> TimeModel | None:
+        """The time model when the steps run on the modelled clock, else ``None``."""
+        return self.time_model if self.clock is Clock.MODELLED else None
 
     @property
     def staging(self) -> StagedSiblings | None:
@@ -60,7 +78,8 @@ class RolloutConfig:
         return StagedSiblings.of(self.knobs.n_samples_per_prompt, self.stage_size)
 
     def __post_init__(self) -> None:
-        for name, kind in (("selection", Strategy), ("waves", WaveMode), ("siblings", Siblings)):
+        for name, kind in (("selection", Strategy), ("waves", WaveMode), ("siblings", Siblings), ("clock", Clock),
+                           ("loop", TrainingLoop)):
             if not isinstance(getattr(self, name), kind):  # parsed once, where it was read (a string here is a bug)
                 raise TypeError(f"RolloutConfig.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
         if self.stage_size is not None and self.siblings is not Siblings.STAGED:
@@ -149,7 +168,12 @@ async def run_rollout(
         timeline=config.timeline,
         staging=config.staging,
         journal=journal,
+        time_model=config.modelled,
+        loop_clock=LoopClock(config.loop, config.time_model.weight_sync_s, clock_history(paths, first_step))
+        if config.modelled else None,
     )
+    if ctx.learner is not None and POLICY_LAG[config.loop]:  # train_async.py: each step trains one rollout later
+        ctx.learner = LaggedTrainer(ctx.learner, POLICY_LAG[config.loop])
     if resume is not None and resume.guard is not None:
         ctx.guard.load_state_dict(resume.guard)
     reports: list[StepReport] = []
@@ -184,5 +208,17 @@ def run_record(config: RolloutConfig, train_tasks: int, *, clusters: Mapping[str
             "stage_threshold": config.staging.threshold, "stage_skip_q": config.staging.skip_q}  # type: ignore[union-attr]
            if config.staging is not None else {}),
         **({"clusters": len(set(clusters.values()))} if clusters else {}),
+        # recorded when not the default, so a run of an older release resumes as it was
+        **({"clock": config.clock, "time_model": config.time_model.as_dict()} if config.modelled else {}),
+        **({"loop": config.loop} if config.loop is not DEFAULT_TRAINING_LOOP else {}),
         **(extra or {}),
     }
+
+
+def clock_history(paths: RunPaths, first_step: int) -> list[tuple[float, float]]:
+    """The modelled rollout and training seconds of the steps before ``first_step`` (a resumed run's clock)."""
+    if first_step <= 1 or not paths.metrics.exists():
+        return []
+    rows = [json.loads(line) for line in paths.metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [(float(r[CLOCK_PREFIX + "rollout_s"]), float(r[CLOCK_PREFIX + "train_s"])) for r in rows
+            if int(r["step"]) < first_step and CLOCK_PREFIX + "rollout_s" in r]

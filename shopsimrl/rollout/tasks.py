@@ -33,9 +33,7 @@ class GroupTasks:
         """Start the siblings ``start`` names; the new group, or ``None`` for the rest of a staged group.
         ``first_stage``: a staged group's first K (the step's ``runs_first_k``), triaged only once decided."""
         index, ctx, step, task_id = start.index, self.ctx, self.step, str(start.prompt)
-        specs = [EpisodeSpec(task_id=task_id, rollout_id=f"s{step}-g{index}-r{i}",
-                             seed=episode_seed(ctx.seed, step, index, i), trace_path=self.paths.trace(index, i),
-                             group_index=index, sibling=i) for i in start.siblings]
+        specs = self.specs(start)
         name = f"shopsimrl-step{step}-group{index}"
         group = None
         if index in self.groups:  # staged siblings: the rest of a group whose first K are back
@@ -47,6 +45,13 @@ class GroupTasks:
             work = run_group(group, ctx.runner, ctx.slots, on_finished=None if first_stage else self.triage)
         self.completions.add(index, asyncio.create_task(work, name=name))
         return group
+
+    def specs(self, start: Start) -> list[EpisodeSpec]:
+        """The siblings ``start`` names: their rollout ids, seeds and trace paths."""
+        index, ctx, step = start.index, self.ctx, self.step
+        return [EpisodeSpec(task_id=str(start.prompt), rollout_id=f"s{step}-g{index}-r{i}",
+                            seed=episode_seed(ctx.seed, step, index, i), trace_path=self.paths.trace(index, i),
+                            group_index=index, sibling=i) for i in start.siblings]
 
     async def next_batch(self) -> list[GroupRun]:
         """The next finished group and every other one finished with it (an output not written: raised)."""

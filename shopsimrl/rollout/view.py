@@ -18,6 +18,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from shopsimrl.rollout.loops import CLOCK_KEYS, CLOCK_PREFIX
 from shopsimrl.rollout.progress import StepProgress, WaveStats
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD
@@ -120,6 +121,15 @@ def summary_table(reports: Sequence[StepReport | Mapping[str, Any]], *, width: i
     return table
 
 
+def _clock_line(metrics: Mapping[str, Any]) -> str:
+    """The modelled clock's figures of a step (nothing on the machine's clock)."""
+    if CLOCK_PREFIX + "step_s" not in metrics:
+        return ""
+    rollout, train, sync, step, total = (metrics[CLOCK_PREFIX + k] for k in CLOCK_KEYS[:5])
+    return (f"; modelled: rollout {rollout:.1f}s, train {train:.1f}s, sync {sync:.1f}s, step {step:.1f}s, "
+            f"total {total / 3600:.2f}h")
+
+
 class RolloutView:
     """A :class:`~shopsimrl.rollout.progress.StepObserver` that draws to ``console``.
 
@@ -187,7 +197,7 @@ class RolloutView:
             f"step {report.step} done in {report.wall_seconds:.1f}s: kept {len(report.kept)} "
             f"(fallback {len(report.fallback)}), dropped zero-std {len(report.dropped.get(REASON_ZERO_STD, []))} "
             f"technical {len(report.dropped.get(REASON_TECHNICAL, []))}, surplus {len(report.surplus)}, "
-            f"aborted {len(report.aborted)}, waves {report.waves}"
+            f"aborted {len(report.aborted)}, waves {report.waves}" + _clock_line(report.metrics)
         )
 
     def summary(self, reports: Sequence[StepReport | Mapping[str, Any]]) -> None:

@@ -17,6 +17,14 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+from shopsimrl.rollout.loops import (
+    DEFAULT_TRAINING_LOOP,
+    POLICY_LAG,
+    LaggedTrainer,
+    TrainingLoop,
+    TrainTiming,
+    loop_wall_s,
+)
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, Verdict
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
@@ -42,14 +50,6 @@ from shopsimrl.simulate.events import StepEvents
 from shopsimrl.simulate.inflight import GroupsInFlight
 from shopsimrl.simulate.model import World, WorldParams
 from shopsimrl.simulate.oracle import Oracle, OracleSelector, SeenOracleSelector
-from shopsimrl.simulate.overlap import (
-    DEFAULT_TRAINING_LOOP,
-    POLICY_LAG,
-    LaggedTrainer,
-    TrainingLoop,
-    TrainTiming,
-    loop_wall_s,
-)
 
 
 @dataclass
@@ -179,7 +179,7 @@ def simulate_run(
     share the engine's throughput (:mod:`~shopsimrl.simulate.capacity`; ``None``, the default: no sharing).
     ``labels``: in a clustered world, the selector is told each prompt's cluster (``False``: it is not, as
     before clusters were known).  ``loop``: slime's ``train.py`` (``sync``, the default) or ``train_async.py``
-    (``async``: each rollout runs on the weights of one training step earlier, :mod:`~shopsimrl.simulate.overlap`);
+    (``async``: each rollout runs on the weights of one training step earlier, :mod:`~shopsimrl.rollout.loops`);
     ``timing``: training and weight-sync seconds per step, which add the loop's wall time to the summary.
     """
     mode = WaveMode.parse(waves)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from shopsimrl.rollout.gputime import SharedThroughput
 from shopsimrl.sampling.step import Start
-from shopsimrl.simulate.capacity import SharedThroughput
 from shopsimrl.simulate.model import World
 
 Job = tuple[int, int]

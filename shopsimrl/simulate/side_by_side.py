@@ -9,11 +9,11 @@ from statistics import median
 from typing import Any
 
 from shopsimrl.io import atomic_write_bytes
+from shopsimrl.rollout.loops import DEFAULT_TRAINING_LOOP, TrainingLoop, TrainTiming
 from shopsimrl.rollout.timeline import FATE_COLOURS, draw_wave_timeline, render_png
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
-from shopsimrl.simulate.overlap import DEFAULT_TRAINING_LOOP, TrainingLoop, TrainTiming
 
 #: (selection, waves) pairs compared by default: the faithful run first.
 STRATEGIES: tuple[tuple[str, ...], ...] = (
@@ -70,7 +70,7 @@ def compare(
     read the world's true pass rates: the bound for any selector in that world.  ``staging``: each strategy also
     runs with staged siblings, as ``<strategy>+staged``; ``capacity`` (episodes at full speed,
     :mod:`~shopsimrl.simulate.capacity`) times every row under the capacity model.  ``loop`` runs every row in
-    slime's ``train.py`` (``sync``) or ``train_async.py`` (``async``, :mod:`~shopsimrl.simulate.overlap`); with
+    slime's ``train.py`` (``sync``) or ``train_async.py`` (``async``, :mod:`~shopsimrl.rollout.loops`); with
     ``timing`` (training and weight-sync seconds per step) the summary adds the loop's wall time (``LOOP_KEYS``).
     """
     world = world or WorldParams()

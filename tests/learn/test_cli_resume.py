@@ -65,8 +65,8 @@ def test_an_update_that_makes_the_parameters_nan_stops_the_step_before_it_is_wri
 
     real_train = learner.train
 
-    def diverging(theta, adam, updates, global_batch_size):
-        new, metrics = real_train(theta, adam, updates, global_batch_size)
+    def diverging(theta, adam, updates, global_batch_size, **options):
+        new, metrics = real_train(theta, adam, updates, global_batch_size, **options)
         return np.full_like(new, np.nan), metrics
 
     monkeypatch.setattr(learner, "train", diverging)

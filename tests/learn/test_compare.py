@@ -15,11 +15,13 @@ from shopsimrl.learn.compare import read_run
 from shopsimrl.rollout.journal import RunJournal, options_digest
 
 
-def fake_run(root, successes, per_step=256, every=2, selection="seed"):
+def fake_run(root, successes, per_step=256, every=2, selection="seed", step_s=None):
     root.mkdir(parents=True)
     (root / "run.json").write_text(json.dumps({"learner": "grpo", "selection": selection, "waves": "fixed"}))
     for step in range(1, len(successes) * every):
         row = {"step": step, "rollout/shopsim/waste/episodes_submitted": per_step}
+        if step_s is not None:  # a run on the modelled clock
+            row["rollout/shopsim/clock/total_s"] = step * step_s
         if step == 1:
             row |= {"eval/shopsim/trained_steps": 0, "eval/shopsim/success_rate": successes[0]}
         elif step % every == 0:
@@ -44,6 +46,21 @@ def test_compare_prints_the_table_and_draws_one_chart(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "seed-0" in out and "inf-0" in out and "0.800" in out and "grpo/informative/fixed" in out
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_draws_success_against_modelled_wall_time_and_refuses_a_run_on_the_machine_clock(tmp_path, capsys):
+    fake_run(tmp_path / "seed-0", [0.4, 0.6, 0.7], step_s=360.0)
+    fake_run(tmp_path / "inf-0", [0.4, 0.5, 0.8], per_step=200, selection="informative", step_s=720.0)
+    assert [p.wall_s for p in read_run(tmp_path / "inf-0").points] == [0.0, 1440.0, 2880.0]
+    chart = tmp_path / "c.png"
+    assert main(["compare", str(tmp_path / "seed-0"), str(tmp_path / "inf-0"), "--x", "wall", "--chart",
+                 str(chart)]) == 0
+    out = capsys.readouterr().out
+    assert "modelled" in out and "0.40" in out and "0.80" in out  # the last evaluations: 4 steps of 360 s, of 720 s
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fake_run(tmp_path / "machine", [0.4, 0.6])
+    assert main(["compare", str(tmp_path / "seed-0"), str(tmp_path / "machine"), "--x", "wall"]) == 2
+    assert "machine ran on the machine's clock" in capsys.readouterr().err
 
 
 def test_compare_refuses_a_run_without_evaluations(tmp_path, capsys):

@@ -79,3 +79,30 @@ def test_adam_counts_updates_and_moves_against_the_gradient():
     adam = Adam(lr=0.1)
     after = adam.step(theta, grad)
     assert adam.t == 1 and after[0] == pytest.approx(-0.1) and not after[1:].any()
+
+
+def test_async_loop_takes_the_ratio_against_the_trainers_log_probs_and_tis_weights_each_decision():
+    rng = random.Random(5)
+    behaviour = np.array(LAYOUT.initial())  # the parameters that played (one update behind)
+    trainer = behaviour + np.array([rng.uniform(-0.3, 0.3) for _ in range(LAYOUT.size)])
+    episodes = [Trajectory(random_decisions(rng, rng.randint(1, 8), behaviour), rng.uniform(-2, 2)) for _ in range(16)]
+    decisions = [d for ep in episodes for d in ep.decisions]
+    trainer_logp = log_probs(trainer, decisions)[0]
+    # slime's default (no correction): the first update's ratio is 1, as if the trainer had played
+    on_policy = [Trajectory([Decision(d.block, d.features, d.chosen, float(lp)) for d, lp in
+                             zip(ep.decisions, trainer_logp[sum(len(e.decisions) for e in episodes[:i]):])], ep.advantage)
+                 for i, ep in enumerate(episodes)]
+    plain = surrogate(trainer, episodes, 16, old=trainer_logp)
+    assert plain[0] == pytest.approx(surrogate(trainer, on_policy, 16)[0])
+    assert np.allclose(plain[1], surrogate(trainer, on_policy, 16)[1])
+    # TIS: each term times min(pi_trainer / pi_rollout, C); a cap of 1 never weighs a decision up
+    cap = 1.0
+    weights = np.minimum(np.exp(trainer_logp - np.array([d.logp for d in decisions])), cap)
+    assert weights.max() <= cap and weights.min() < cap
+    corrected = surrogate(trainer, episodes, 16, old=trainer_logp, tis=weights)
+    assert corrected[0] != pytest.approx(plain[0])
+    theta, metrics = train(trainer, Adam(), [episodes], 16, off_policy=True, tis_cap=cap)
+    assert metrics["train/tis_clipfrac"] == pytest.approx(float((np.exp(trainer_logp - np.array(
+        [d.logp for d in decisions])) > cap).mean()))
+    expected, _ = train(trainer, Adam(), [episodes], 16)  # on-policy bookkeeping: the recorded log-probs
+    assert not np.allclose(theta, expected)

@@ -28,6 +28,15 @@ from shopsimrl.commands import rollout as cli
         (["--episode-concurrency", "0"], "argument --episode-concurrency: must be a whole number within 1..100000"),
         (["--env", "ftp://x"], "argument --env: 'ftp://x' is not an http(s)://host:port URL"),
         (["--openai-model", "m"], "--openai-model: used only by --policy openai"),
+        (["--clock", "wall"], "argument --clock: invalid choice: 'wall'"),
+        (["--clock", "modelled", "--decode-tokens-per-s", "-5"], "argument --decode-tokens-per-s: must be a finite "
+                                                                  "number > 0"),
+        (["--clock", "modelled", "--engine-capacity", "0"], "argument --engine-capacity: must be a finite number > 0"),
+        (["--engine-capacity", "8"], "--engine-capacity: a constant of the modelled clock; add --clock modelled"),
+        (["--learner", "grpo", "--tis-cap", "2"], "--tis-cap corrects the async loop's one-update lag"),
+        (["--loop", "async", "--tis-cap", "2"], "--tis-cap weights the GRPO learner's loss: use --learner grpo"),
+        (["--loop", "async", "--learner", "grpo", "--tis-cap", "0"], "argument --tis-cap: must be a finite number > 0"),
+        (["--loop", "async", "--learner", "grpo", "--resume"], "--loop async cannot be resumed"),
     ],
 )
 def test_bad_options_exit_2_before_any_work(tmp_path, capsys, no_work, argv, says):

@@ -1,4 +1,4 @@
-"""slime's two loops on the simulated clock (simulate/overlap.py): the overlap rule, the policy lag, the default unchanged."""
+"""slime's two loops on the simulated clock (rollout/loops.py): the overlap rule, the policy lag, the default unchanged."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.simulate.engine import simulate_run
-from shopsimrl.simulate.overlap import (
+from shopsimrl.rollout.loops import (
     POLICY_LAG,
     LaggedTrainer,
     TrainingLoop,
@@ -19,6 +18,7 @@ from shopsimrl.simulate.overlap import (
     loop_wall_s,
     sync_schedule,
 )
+from shopsimrl.simulate.engine import simulate_run
 
 LOOP_KEYS = {"train_s_per_step", "weight_sync_s", "loop_wall_time_s", "loop_mean_step_wall_s",
              "loop_wall_s_per_informative_group"}

@@ -1,7 +1,8 @@
-"""slime's two training loops on the simulated clock: ``train.py`` alternates, ``train_async.py`` overlaps.
+"""slime's two training loops on a modelled clock: ``train.py`` alternates, ``train_async.py`` overlaps.
 
-The rollout time of each step is the simulator's (the step's wall time); the training time per
-step and the weight sync are parameters (:class:`TrainTiming`).  The schedules follow slime's
+Shared by the simulator and the main job's modelled clock (``gputime.py``): the rollout time of each
+step is the clock's (the step's modelled wall time); the training time per step and the weight sync
+are parameters (:class:`TrainTiming`; the main job trains for a time proportional to its trained tokens).  The schedules follow slime's
 loops at commit 624b824 line by line, with ``--update-weights-interval 1`` (slime's default),
 no evaluation and no checkpoint save inside the run:
 
@@ -21,9 +22,9 @@ cost: the selector's feedback.  slime calls the all-samples hook (which records 
 groups in our data source) at the end of ``generate(k)``, inside the rollout manager, and
 ``train_async.py`` calls ``generate(k+1)`` only after ``ray.get`` of ``generate(k)``: step ``k``'s
 results reach the selector before step ``k+1``'s first pick, in both loops.
-:class:`LaggedTrainer` plays the policy lag in the simulated world.
+:class:`LaggedTrainer` plays the policy lag (the simulated world, the main job's heuristic learner).
 
-Pure: simulated seconds in, simulated seconds out; nothing here reads a clock.
+Pure: modelled seconds in, modelled seconds out; nothing here reads a clock.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from shopsimrl.sampling.metrics import PREFIX
 from shopsimrl.sampling.modes import Choice
 
 
@@ -167,3 +169,37 @@ class LaggedTrainer:
         while self._held:
             self._train(self._held.popleft())
         return held
+
+
+#: The clock's per-step keys (``rollout/shopsim/clock/...``): modelled seconds of the step's parts, and the run's total.
+CLOCK_PREFIX = PREFIX + "clock/"
+CLOCK_KEYS = ("rollout_s", "train_s", "weight_sync_s", "step_s", "total_s", "trained_tokens")
+
+
+class LoopClock:
+    """The run's modelled wall time, step by step, under one of slime's loops.
+
+    ``add`` takes a step's modelled rollout and training seconds and returns its figures: ``step_s`` is what
+    the step added to the run's wall time (``total_s``: the loop's wall time had the run ended there, the
+    last step's training and sync included), so the ``step_s`` of a run sum to its ``total_s``.
+    """
+
+    def __init__(self, loop: TrainingLoop | str, weight_sync_s: float,
+                 history: Sequence[tuple[float, float]] = ()) -> None:
+        self.loop = TrainingLoop.parse(loop)
+        self.weight_sync_s = weight_sync_s
+        self.rollout_s = [r for r, _t in history]
+        self.train_s = [t for _r, t in history]
+
+    def total(self) -> float:
+        plan = async_schedule if self.loop is TrainingLoop.ASYNC else sync_schedule
+        spans = plan(self.rollout_s, self.train_s, self.weight_sync_s)
+        return spans[-1].synced if spans else 0.0
+
+    def add(self, rollout_s: float, train_s: float, trained_tokens: float) -> dict[str, float]:
+        before = self.total()
+        self.rollout_s.append(rollout_s)
+        self.train_s.append(train_s)
+        after = self.total()
+        values = (rollout_s, train_s, self.weight_sync_s, after - before, after, trained_tokens)
+        return {CLOCK_PREFIX + key: value for key, value in zip(CLOCK_KEYS, values)}

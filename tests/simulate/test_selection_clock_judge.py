@@ -1,0 +1,64 @@
+"""The judge on the modelled clock: equal modelled wall time, the time to reach seed/fixed's final, async against
+sync, and the interval's width against the number of seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_selection import run_argv
+from benchmarks.bench_selection_clock import REGIME, analyse, seeds_needed, versus
+
+REGIME_OUT = Path("/nonexistent")  # run_argv names the folder; nothing is run
+
+
+def run(curve: list[tuple[float, float, float]]) -> dict:
+    """(episodes, modelled seconds, success) per evaluation."""
+    points = [{"trained_steps": 5 * i, "episodes": e, "env_steps": 4 * e, "wall_s": m, "model_s": m, "success": y,
+               "greedy": y} for i, (e, m, y) in enumerate(curve)]
+    return {"curve": points, "final_eval_success": points[-1]["success"], "model_total_s": points[-1]["model_s"],
+            "steps_within_budget": 30.0, "generated_episodes": points[-1]["episodes"],
+            "budget": {"final_eval_success": points[-1]["success"], "informative_per_1k_generated_episodes": 50.0}}
+
+
+def test_a_run_that_saves_episodes_but_not_time_is_judged_on_time():
+    base = {str(s): run([(0, 0, 0.5), (2560, 1000, 0.6), (5120, 2000, 0.7)]) for s in range(3)}
+    # the same success per episode spent, but each episode costs twice the wall time (e.g. more training steps)
+    slow = {str(s): run([(0, 0, 0.5), (2560, 2000, 0.6), (5120, 4000, 0.7)]) for s in range(3)}
+    judged = versus(slow, base)
+    reach = judged["to_reach_seed_fixed_final"]
+    assert reach["median_ratio_episodes"] == pytest.approx(1.0)
+    assert reach["median_ratio_model_s"] == pytest.approx(2.0)
+    equal = judged["at_equal_model_time"]
+    assert equal["interval_at_common_last"]["mean"] == pytest.approx(-0.1)  # at 2000 s: 0.6 against 0.7
+    assert equal["worst_low"] == pytest.approx(-0.1)
+
+
+def test_async_is_paired_with_sync_of_the_same_strategy_and_the_best_is_the_quickest_to_seed_fixeds_final():
+    base = {str(s): run([(0, 0, 0.5), (2560, 1000, 0.6), (5120, 2000, 0.7)]) for s in range(3)}
+    quick = {str(s): run([(0, 0, 0.5), (2560, 800, 0.65 + s / 100), (5120, 1600, 0.72)]) for s in range(3)}
+    figs = {"seed/fixed": base, "informative/fixed": base, "informative/fixed+async": quick}
+    out = analyse(figs)
+    assert out["best"] == "informative/fixed+async"
+    assert set(out["async_against_sync"]) == {"informative/fixed"}
+    assert out["async_against_sync"]["informative/fixed"]["at_equal_model_time"]["worst_low"] > 0
+    assert all(t["met"] for t in out["targets"].values())
+
+
+def test_the_intervals_width_shrinks_with_the_seeds_and_the_verdict_names_the_seeds_it_needs():
+    diffs = {str(s): 0.02 + (0.03 if s % 2 else -0.03) for s in range(8)}
+    needed = seeds_needed(diffs)
+    widths = [w["width"] for w in needed["widths"]]
+    assert [w["seeds"] for w in needed["widths"]] == list(range(2, 9))
+    assert widths[-1] < widths[0]
+    assert needed["seeds_for_half_width"] == pytest.approx((1.96 * needed["sd_between_seeds"] / 0.01) ** 2, abs=1)
+
+
+def test_every_run_of_the_judge_is_on_the_modelled_clock_and_async_runs_train_async():
+    argv = run_argv(REGIME, "informative/adaptive/staged+async", 3, REGIME_OUT, "x")
+    assert argv[argv.index("--clock") + 1] == "modelled" and argv[argv.index("--loop") + 1] == "async"
+    assert argv[argv.index("--siblings") + 1] == "staged" and argv[argv.index("--waves") + 1] == "adaptive"
+    assert "--loop" not in run_argv(REGIME, "seed/fixed", 3, REGIME_OUT, "y")
+
+
