@@ -70,7 +70,7 @@ def test_a_weighted_hand_out_multiplies_its_group_s_advantages_in_batch_jsonl(tm
     from shopsimrl.sampling import grpo_advantages
     from shopsimrl.sampling.modes import Strategy
 
-    config = RolloutConfig(knobs=SMALL, steps=20, seed=0, out=tmp_path, name="run", selection=Strategy.INFORMATIVE)
+    config = RolloutConfig(knobs=SMALL, steps=40, seed=0, out=tmp_path, name="run", selection=Strategy.INFORMATIVE)
     result = asyncio.run(run_rollout(config, synthetic_runner(delay=jittered()), [f"task-{i:04d}" for i in range(40)]))
     weights: Counter[float] = Counter()
     for report in result.reports:
@@ -82,8 +82,9 @@ def test_a_weighted_hand_out_multiplies_its_group_s_advantages_in_batch_jsonl(tm
             weights[weight] += 1
             plain = grpo_advantages([r["rollout_id"] for r in rows], [r["reward"] for r in rows])
             assert [r["advantage"] for r in rows] == pytest.approx([a * weight for a in plain])
-    assert weights[1.0] and any(w > 1.0 for w in weights), weights  # some hand-outs were re-tries on a run (20 steps:
-    # with three turns in four skipped after a solved group, 12 steps over 40 prompts hand none out)
+    assert weights[1.0] and any(w > 1.0 for w in weights), weights  # some hand-outs were re-tries on a run (40 steps:
+    # with three turns in four skipped after a solved group, 12 steps over 40 prompts hand none out, and 20 steps
+    # handed none out once on a loaded machine, where the jittered groups finish in another order)
 
 
 @pytest.mark.parametrize(("seed", "quantum"), [(0, None), (1, None), (2, 0.004), (3, 0.004)])
