@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -229,6 +230,20 @@ class HostileServer(ThreadingHTTPServer):
 
     def base_url(self, case: str) -> str:
         return f"{self.url}/{case}/v1"
+
+
+@contextmanager
+def serving() -> Iterator[HostileServer]:
+    """A server on a free loopback port, answering from a thread until the block ends."""
+    server = HostileServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def free_port() -> int:

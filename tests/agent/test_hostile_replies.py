@@ -11,13 +11,12 @@ episode leaves a trace that parses.  The same cases run as real processes in the
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_model import CASES, MANY_CALLS, HostileServer
+from hostile_model import CASES, MANY_CALLS, HostileServer, serving
 
 from shopsimrl.agent import OpenAIPolicy, make_policy, run_episode
 from shopsimrl.agent.model_reply import HISTORY_MAX_CALLS, HISTORY_MAX_CHARS, BadModelReply, clip_reply, read_reply
@@ -31,15 +30,8 @@ CONTROL = [chr(c) for c in (*range(0x20), 0x7F)]
 
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[HostileServer]:
-    server = HostileServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

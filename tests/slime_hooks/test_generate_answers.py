@@ -4,27 +4,19 @@ failure of the sample), never a growing process."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from hostile_model import HostileServer
+from hostile_model import HostileServer, serving
 
 from shopsimrl.slime.policy import MAX_GENERATE_BYTES, SGLangError, SGLangSettings, SGLangTokenPolicy
 
 
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[HostileServer]:
-    server = HostileServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.mark.parametrize(("case", "says"), [
