@@ -344,19 +344,19 @@ def run_check_prompt_source(case: Case, tmp_path: Any) -> Outcome:
 
 
 @dataclass(frozen=True)
-class Shell:
+class ShellRow:
     run: Callable[[Case, Any], Outcome]
     runs: Callable[[Case], bool]  # the cases (wave modes, staging) the shell supports
 
 
 #: Every shell around the step, and the cases it runs.  slime's rollout function joins as one more row once it
-#: runs on ``apump`` through its public entry point: ``"slime": Shell(run_slime, lambda c: c.waves == "adaptive")``.
-SHELLS: dict[str, Shell] = {
-    "driver": Shell(run_driver, lambda c: True),
-    "simulator": Shell(run_simulator, lambda c: True),
-    "replay": Shell(run_replay, lambda c: c.waves == "fixed" and not c.staged),
-    "replay_recorded": Shell(run_replay_recorded, lambda c: not c.staged),
-    "check_prompt_source": Shell(run_check_prompt_source, lambda c: c.waves == "fixed" and not c.staged),
+#: runs on ``apump`` through its public entry point: ``"slime": ShellRow(run_slime, lambda c: c.waves == "adaptive")``.
+SHELLS: dict[str, ShellRow] = {
+    "driver": ShellRow(run_driver, lambda c: True),
+    "simulator": ShellRow(run_simulator, lambda c: True),
+    "replay": ShellRow(run_replay, lambda c: c.waves == "fixed" and not c.staged),
+    "replay_recorded": ShellRow(run_replay_recorded, lambda c: not c.staged),
+    "check_prompt_source": ShellRow(run_check_prompt_source, lambda c: c.waves == "fixed" and not c.staged),
 }
 
 
