@@ -36,11 +36,12 @@ from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
 from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.agent.trace import TraceRecorder, json_safe, write_trace
 from shopsimrl.env.types import EnvClient, Observation, ResetResult, StepResult
+from shopsimrl.errors import InfraFailure
 
 log = logging.getLogger(__name__)
 
 
-class _Technical(Exception):
+class _Technical(InfraFailure):
     """Internal: carries the error record of an unscored episode out of the turn loop."""
 
     def __init__(self, stage: str, exc: BaseException | None = None, *, type_: str = "", message: str = "") -> None:

@@ -39,7 +39,7 @@ from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
 from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
-from shopsimrl.errors import Refusal
+from shopsimrl.errors import Interrupted, Refusal
 from shopsimrl.io import (
     BadFileError,
     LockFileError,
@@ -73,7 +73,7 @@ CHECKSUM_LIMIT = 4096  # a sha256sum line: 64 hex digits, two spaces, the file's
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-class BuildCancelled(Exception):
+class BuildCancelled(Interrupted):
     """The build was cancelled (``cancel`` set): its temporary file is removed, the cache left as it was."""
 
 

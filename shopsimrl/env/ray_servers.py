@@ -37,6 +37,7 @@ from shopsimrl.env.defaults import (
     MAX_SLOTS,
 )
 from shopsimrl.env.fingerprint import env_fingerprint, fingerprint_differences
+from shopsimrl.errors import Interrupted
 from shopsimrl.io import atomic_write_text
 
 RAY_HINT = "the Ray helper needs Ray: pip install 'shopsimrl[ray]'"
@@ -172,7 +173,7 @@ def register(sub: Any, catalog_args: Any) -> None:
     p.set_defaults(handler=_ray_serve)
 
 
-class _Stop(Exception):
+class _Stop(Interrupted):
     pass
 
 

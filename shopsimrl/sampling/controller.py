@@ -25,6 +25,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import NamedTuple
 
+from shopsimrl.errors import InvariantBroken
 from shopsimrl.sampling.filter import DROP_REASONS, FILTER_OUTPUTS, REASON_TECHNICAL, should_drop
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
 from shopsimrl.sampling.knobs import (
@@ -115,7 +116,7 @@ ALLOWED: Mapping[State, frozenset[str]] = MappingProxyType({s: frozenset(ops) fo
 OPERATIONS: tuple[str, ...] = ("submit", "refill", "complete", "complete_batch", "abort")  # the table's column order
 
 
-class ControllerStateError(RuntimeError):
+class ControllerStateError(InvariantBroken, RuntimeError):
     """The controller was driven out of protocol; the message names the state and what it allows."""
 
 

@@ -38,6 +38,7 @@ from types import FrameType
 from typing import Any
 
 from shopsimrl.argtypes import existing_folder, folder, int_range, number, out_file
+from shopsimrl.errors import Interrupted
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.slime.harness.checks import CHECKS
@@ -99,7 +100,7 @@ def register(commands: Any) -> None:
     check.set_defaults(handler=run)
 
 
-class Stopped(Exception):
+class Stopped(Interrupted):
     """Raised in the main thread by the first SIGTERM or SIGINT."""
 
     def __init__(self, signum: int) -> None:
