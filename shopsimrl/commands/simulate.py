@@ -90,8 +90,6 @@ def handle(args: argparse.Namespace) -> int:
         draw_cluster_pass_rates,
         draw_step_bars,
         draw_timeline,
-        staged_targets,
-        targets,
         with_overrides,
     )
 
@@ -151,14 +149,7 @@ def handle(args: argparse.Namespace) -> int:
               f"{timing.train_s:g} s training and {timing.weight_sync_s:g} s weight sync per step")
     result = compare(steps=args.steps, seeds=args.seeds, world=world, timeline_step=args.timeline_step,
                      staging=staging, capacity=capacity, loop=args.loop, timing=timing)
-    summary, checks = result["summary"], targets(result["summary"], world.clusters)
-    if world.directions:
-        # the learner's ranking to check against (loaded with the learner world)
-        from shopsimrl.simulate.calibrate_learner import learner_targets
-
-        checks = learner_targets(summary)
-    if staging is not None:
-        checks.update(staged_targets(summary))
+    summary = result["summary"]
     columns = [("inf/1k gen ep", "informative_per_1k_generated_episodes"),
                ("gen/trained ep", "generated_per_trained_episode"), ("inf share", "informative_share_of_trained"),
                ("final pass", "final_mean_pass_rate"), ("coverage", "coverage"), ("step s", "mean_step_wall_s"),
@@ -172,13 +163,10 @@ def handle(args: argparse.Namespace) -> int:
     print(" | ".join(f"{h:>14}" for h in ("strategy", *(name for name, _ in columns))))
     for label, row in summary.items():
         print(" | ".join([f"{label:>14}", *(f"{row[key]:>14.3f}" for _, key in columns)]))
-    for name, check in checks.items():
-        met = "report" if check["met"] is None else "met" if check["met"] else "NOT met"
-        print(f"{met:>8}  {name}: {check['value']:.3f}")
     out = args.out
     runs = result["runs"]
     atomic_write_json(out / "summary.json", {"world": result["world"], "steps": args.steps, "seeds": args.seeds,
-                                             "summary": summary, "targets": checks,
+                                             "summary": summary,
                                              **({"capacity": capacity, "staging": {
                                                  "stage_size": staging.stage_size, "threshold": staging.threshold,
                                                  "skip_q": staging.skip_q}} if staging is not None else {}),
