@@ -29,7 +29,8 @@ from statistics import median
 from typing import Any
 
 from benchmarks.common import command_line, machine, publish
-from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, DEFAULT_STAGE_THRESHOLD, StagedSiblings
+from shopsimrl.defaults import DEFAULT_STAGE_SKIP_Q, DEFAULT_STAGE_THRESHOLD
+from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.simulate.capacity import calibrate_capacity
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams

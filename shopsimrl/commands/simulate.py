@@ -7,6 +7,7 @@ import argparse
 from shopsimrl.argtypes import folder, int_range, number, one_of
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.commands.limits import MAX_PROMPTS, MAX_SEEDS, MAX_STEPS, WHY_PROMPTS, WHY_STEPS
+from shopsimrl.defaults import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_SIMULATE_STEPS, DEFAULT_STAGE_SKIP_Q
 from shopsimrl.errors import UsageError
 from shopsimrl.io import atomic_write_json
 from shopsimrl.rollout.loops import (
@@ -16,13 +17,12 @@ from shopsimrl.rollout.loops import (
     TrainingLoop,
     TrainTiming,
 )
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
+from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
-from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
+from shopsimrl.sampling.staged import StagedSiblings
 
 EXIT_OK = 0
 WORLDS = ("calibrated", "learner")
-DEFAULT_STEPS = 80  # the calibrated world's; the learner world's run is the benchmark's (calibrate_learner.STEPS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -97,7 +97,7 @@ def handle(args: argparse.Namespace) -> int:
         # the learner world's default run length is its fit's (loaded with it)
         from shopsimrl.simulate.calibrate_learner import STEPS as LEARNER_STEPS
 
-        args.steps = LEARNER_STEPS if args.world == "learner" else DEFAULT_STEPS
+        args.steps = LEARNER_STEPS if args.world == "learner" else DEFAULT_SIMULATE_STEPS
     if args.timeline_step is None:
         args.timeline_step = max(1, args.steps // 2)
     if args.steps < 1 or not 1 <= args.timeline_step <= args.steps:

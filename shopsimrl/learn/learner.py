@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np  # only the grpo learner loads this module (learn/connect.py imports it when asked for)
 
+from shopsimrl.defaults import EVAL_FILE, EVAL_SAMPLES_PER_TASK, STATE_FILE
 from shopsimrl.errors import InvariantBroken
 from shopsimrl.io import atomic_write_bytes, atomic_write_json
-from shopsimrl.learn.defaults import EVAL_FILE, EVAL_SAMPLES_PER_TASK, STATE_FILE
 from shopsimrl.learn.evaluate import EVAL_PREFIX, evaluate
 from shopsimrl.learn.grpo import Adam, Trajectory, train
 from shopsimrl.learn.params import LAYOUT

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.errors import InvariantBroken, Refusal
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, fit_population
-from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 __all__ = ["POPULATION_FIT_DECAY", "POPULATION_FIT_MIN_GROUPS", "Evidence", "NotEnoughPromptsError",

@@ -11,8 +11,9 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
 from shopsimrl.errors import InfraFailure
-from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, validate_failure_limit
+from shopsimrl.sampling.knobs import validate_failure_limit
 from shopsimrl.sampling.verdict import Verdict
 
 

@@ -34,8 +34,8 @@ from dataclasses import replace
 from statistics import median
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_OVER_SAMPLING_BATCH_SIZE
 from shopsimrl.sampling.estimate import POPULATION_NODES, hermite_rule, sigmoid
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
 
