@@ -25,12 +25,13 @@ import random
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from shopsimrl.errors import InvariantBroken
 from shopsimrl.sampling.source import PromptSource
 from shopsimrl.sampling.step import Start, StopRun, new_step
 from shopsimrl.sampling.verdict import Verdict
 
 
-class SourceContractError(AssertionError):
+class SourceContractError(InvariantBroken, AssertionError):
     """A prompt source broke one of the promises a rollout step relies on (the message says which)."""
 
 
