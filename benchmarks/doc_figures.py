@@ -239,7 +239,7 @@ for _stem, _regime in (("selection", "products_2000"), ("selection", "default_ca
                        ("selection_release", "release"), ("selection_forecast_products_2000", "products_2000")):
     FIGURES[f"{_stem}.{_regime}"] = partial(selection_table, _stem, _regime)
 # One line per results file whose "targets" block a page shows.
-for _stem in ("selection", "selection_release", "selection_forecast_products_2000", "selection_clock"):
+for _stem in ("selection", "selection_release", "selection_clock"):
     FIGURES[f"{_stem}.targets"] = partial(targets_table, _stem)
 
 
