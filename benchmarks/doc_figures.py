@@ -235,11 +235,11 @@ def targets_table(stem: str, r: Results) -> str:
     return table(["target", "value", ""], rows)
 
 
-for _stem, _regime in (("selection", "products_2000"), ("selection", "default_catalog"),
-                       ("selection_release", "release"), ("selection_forecast_products_2000", "products_2000")):
+for _stem, _regime in (("selection", "products_2000"), ("selection_release", "release"),
+                       ("selection_forecast_products_2000", "products_2000")):
     FIGURES[f"{_stem}.{_regime}"] = partial(selection_table, _stem, _regime)
 # One line per results file whose "targets" block a page shows.
-for _stem in ("selection", "selection_release", "selection_clock"):
+for _stem in ("selection_clock",):
     FIGURES[f"{_stem}.targets"] = partial(targets_table, _stem)
 
 
@@ -308,14 +308,6 @@ def async_loop(r: Results) -> str:
     return table([f"strategy ({d['timing']['train_s']} s training, {d['timing']['weight_sync_s']} s weight sync)",
                   "sync: s per informative group", "async: s per informative group", "async / sync",
                   "overlap alone / sync"], rows)
-
-
-@figure("async_loop.training_times")
-def async_training_times(r: Results) -> str:
-    sens = r("async_loop")["sensitivity_async_over_sync"]
-    names = list(next(iter(sens.values())))
-    return table(["training s per step", *names],
-                 [[t, *(num(row[n]) for n in names)] for t, row in sens.items()])
 
 
 @figure("simulate.learner_world")
