@@ -202,7 +202,7 @@ def view_pages(r: Results) -> str:
                   "median", "worst"], rows)
 
 
-SELECTION_COLUMNS = ["strategy", "informative groups per 1k generated episodes", "held-out success at the budget",
+SELECTION_COLUMNS = ["selection/waves", "informative groups per 1k generated episodes", "held-out success at the budget",
                      "vs seed/fixed at equal episodes: worst median from 2,500 on",
                      "episodes to reach seed/fixed's final (median)", "most trainings of one prompt"]
 
@@ -252,6 +252,8 @@ for _name, _fn in {
                                                         ["worst_median"]),
     "selection.adaptive_episodes_to_final": lambda r: times(paired(r, "informative/adaptive")
                                                             ["episodes_to_reach_seed_fixed_final"]["median_ratio"]),
+    "selection.adaptive_informative_ratio": lambda r: times(paired(r, "informative/adaptive")
+                                                            ["informative_per_1k_ratio"]["median"]),
     "selection.spread_fixed_final_diff": lambda r: signed(paired(r, "spread/fixed")["final_eval_success_diff"]
                                                           ["median"]),
 }.items():
@@ -272,7 +274,7 @@ def clock_summary(stem: str, r: Results) -> str:
     rows = [[name, f"{s['steps']:.0f}", f"{s['generated_episodes']:,.0f}", num(s["model_total_h"]),
              num(s["budget_final_eval_success"], 3), num(s["budget_informative_per_1k"], 1)]
             for name, s in d["summary"].items()]
-    return table(["strategy", "steps", "generated episodes", "modelled wall time, h", "held-out success at the end",
+    return table(["selection/waves", "steps", "generated episodes", "modelled wall time, h", "held-out success at the end",
                   "informative groups per 1k episodes"], rows)
 
 
@@ -305,7 +307,7 @@ def async_loop(r: Results) -> str:
     rows = [[name, num(s["sync"]["loop_wall_s_per_informative_group"]),
              num(s["async"]["loop_wall_s_per_informative_group"]), f"**{num(s['async_over_sync'], 3)}**",
              num(s["overlap_only_over_sync"], 3)] for name, s in d["summary"].items()]
-    return table([f"strategy ({d['timing']['train_s']} s training, {d['timing']['weight_sync_s']} s weight sync)",
+    return table([f"selection/waves ({d['timing']['train_s']} s training, {d['timing']['weight_sync_s']} s weight sync)",
                   "sync: s per informative group", "async: s per informative group", "async / sync",
                   "overlap alone / sync"], rows)
 
@@ -315,7 +317,7 @@ def learner_world(r: Results) -> str:
     d = r("selection_sim")
     names = list(d["learner"]["summary"])
     learner = {n: sorted(v)[len(v) // 2] for n, v in d["learner_final_by_seed"].items()}
-    return table(["strategy", "learner world", "learner (`--products 2000`, median)", "calibrated world, 160 prompts"],
+    return table(["selection/waves", "learner world", "learner (`--products 2000`, median)", "calibrated world, 160 prompts"],
                  [[n, num(d["learner"]["summary"][n]["final_mean_pass_rate"], 3), num(learner[n], 3),
                    num(d["calibrated_160_prompts"]["summary"][n]["final_mean_pass_rate"], 3)] for n in names])
 
