@@ -6,7 +6,7 @@ A page marks a figure as a region::
     ...the table, written by this script...
     <!-- /render -->
 
-or inline, on one line: ``... reaches it with <!-- render: selection.episodes_to_final -->0.72×<!-- /render --> ...``.
+or inline, on one line: ``... with <!-- render: selection.adaptive_episodes_to_final -->0.72×<!-- /render --> the episodes``.
 The name picks a function of ``FIGURES`` (``benchmarks/doc_figures.py``), which reads the results and returns the
 region's text.
 
