@@ -29,9 +29,9 @@ from typing import Any
 
 from benchmarks.common import machine, publish
 from shopsimrl.agent import make_policy
+from shopsimrl.defaults import DEFAULT_CATALOG_SEED, DEFAULT_PRODUCTS
 from shopsimrl.env import InProcessEnvClient, ShopSimEnv
 from shopsimrl.env.build import build_catalog_async
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.io import atomic_write_json
 from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.gputime import Clock, TimeModel
@@ -46,7 +46,7 @@ STEPS = 80
 async def modelled_run(model: TimeModel, steps: int, products: int = DEFAULT_PRODUCTS,
                        seed: int = 0) -> tuple[list[float], list[list[Played]]]:
     """The main job on the modelled clock: each step's modelled seconds, and each step's episodes."""
-    path = await build_catalog_async(products, DEFAULT_SEED)
+    path = await build_catalog_async(products, DEFAULT_CATALOG_SEED)
     env = InProcessEnvClient(ShopSimEnv(path, slots=64), owns_env=True)
     played: dict[int, list[Played]] = {}
     inner = agent_runner(env, make_policy("heuristic"))

@@ -24,8 +24,8 @@ from typing import Any
 
 from benchmarks.common import command_line, machine, publish
 from shopsimrl.agent.heuristic import HeuristicPolicy
+from shopsimrl.defaults import DEFAULT_CATALOG_SEED, DEFAULT_PRODUCTS
 from shopsimrl.env import InProcessEnvClient, load_env
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.learn.learner import GrpoLearner
 from shopsimrl.learn.policy import LinearPolicy
 from shopsimrl.rollout import RolloutConfig, run_rollout
@@ -60,7 +60,7 @@ async def _one_run(client: Any, task_ids: list[str], out: str, learner: str, rnd
 
 
 async def _measure(rounds: int, steps: int, products: int) -> dict[str, dict[str, list[float]]]:
-    env = await asyncio.to_thread(load_env, products, DEFAULT_SEED, slots=64)
+    env = await asyncio.to_thread(load_env, products, DEFAULT_CATALOG_SEED, slots=64)
     client = InProcessEnvClient(env, owns_env=True)
     samples: dict[str, dict[str, list[float]]] = {
         name: {"step_seconds": [], "train_seconds": [], "env_steps_per_episode": []} for name in ("none", "grpo")}

@@ -15,15 +15,30 @@ Medians over the seeds.  Not timed: the figures are simulated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from benchmarks.common import command_line, machine, publish
-from shopsimrl.simulate.calibrate_learner import LEARNER_2000, LEARNER_FINAL_BY_SEED, RANKED, learner_targets
+from shopsimrl.simulate.calibrate_learner import LEARNER_2000, LEARNER_FINAL_BY_SEED, RANKED, rank_agrees
 from shopsimrl.simulate.model import WorldParams
 from shopsimrl.simulate.side_by_side import compare
 
 STEPS = 30
 REPORT_SEEDS = (0, 1, 2, 3, 4)
+
+
+def learner_targets(summary: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, Any]]:
+    """The simulator's ranking of the five strategies on final pass rate against the learner's on held-out success."""
+    labels = [f"{sel}/{waves}" for sel, waves in RANKED]
+    if not all(label in summary for label in labels):
+        return {}
+    simulated = {label: summary[label]["final_mean_pass_rate"] for label in labels}
+    verdict = rank_agrees(simulated, LEARNER_FINAL_BY_SEED)
+    return {"learner world: ranks the strategies as the learner does (separated pairs in another order)": {
+        "value": float(len(verdict["disagreements"])), "met": verdict["agrees"],
+        "disagreements": verdict["disagreements"], "pairs": verdict["pairs"],
+        "strict_order_agrees": verdict["strict_agrees"]}}
 
 
 def main(quick: bool = False) -> dict[str, object]:

@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import machine, publish
-from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT, DEFAULT_OVER_SAMPLING_BATCH_SIZE
+from shopsimrl.defaults import DEFAULT_N_SAMPLES_PER_PROMPT, DEFAULT_OVER_SAMPLING_BATCH_SIZE
 
 PREFIX = "rollout/shopsim/"
 EVAL = "eval/shopsim/"

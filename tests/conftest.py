@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from catalogs import SMALL_PRODUCTS, SMALL_SEED
 
+from shopsimrl.defaults import DEFAULT_CATALOG_SEED, DEFAULT_PRODUCTS
 from shopsimrl.env.build import build_catalog
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 
 
 def usable_cpus() -> int:
@@ -98,7 +98,7 @@ def small_catalog(catalog_cache: Path) -> Path:
 @pytest.fixture(scope="session")
 def default_catalog(catalog_cache: Path) -> Path:
     """The default-size catalog (20,000 products, default seed): several seconds to build."""
-    return build_catalog(DEFAULT_PRODUCTS, DEFAULT_SEED, catalog_cache)
+    return build_catalog(DEFAULT_PRODUCTS, DEFAULT_CATALOG_SEED, catalog_cache)
 
 
 @pytest.fixture

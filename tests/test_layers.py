@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shopsimrl"
 #: Lowest first; a part imports its own floor's helpers (floor 0) or lower floors, never a higher one, and
 #: never another part of its own floor.
 FLOORS: tuple[frozenset[str], ...] = (
-    frozenset({"shopsimrl", "errors", "io", "lazy", "argtypes"}),  # standard library only: every part uses them
+    frozenset({"shopsimrl", "errors", "defaults", "io", "lazy", "argtypes"}),  # standard library only: every part uses them
     frozenset({"sampling"}),  # the pure decision core
     frozenset({"env"}),
     frozenset({"agent"}),  # knows the env through its client interface

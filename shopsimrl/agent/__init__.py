@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from shopsimrl.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
     from shopsimrl.agent.episode import run_episode, run_shielded
     from shopsimrl.agent.heuristic import HeuristicPolicy
     from shopsimrl.agent.openai_policy import OpenAIPolicy
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 POLICY_NAMES = ("heuristic", "openai")
 
 _LAZY = {
-    "DEFAULT_MAX_TURNS": "shopsimrl.agent.defaults",
     "run_episode": "shopsimrl.agent.episode",
     "run_shielded": "shopsimrl.agent.episode",
     "EpisodeResult": "shopsimrl.agent.result",

@@ -17,13 +17,14 @@ from typing import Any, Final
 import httpx
 
 from shopsimrl.env.answers import json_or_none, read_capped_bytes
+from shopsimrl.errors import InfraFailure
 from shopsimrl.io import json_bytes, printable
 
 MAX_REPLY_BYTES: Final = 8 << 20  # 20,000 tool calls are ~2 MB; a reply of max_tokens=32k tokens is < 1 MB
 SHOWN_ERROR_CHARS: Final = 300  # of a server's error message, in an episode's error record
 
 
-class ModelServerError(Exception):
+class ModelServerError(InfraFailure):
     """The model server failed (not the model): the episode is unscored."""
 
 

@@ -51,6 +51,7 @@ from shopsimrl.agent.policy import PolicyTurn, ToolCall
 from shopsimrl.env.pages import BACK, ITEM, NEXT, PREV, RESULTS, click_tool, option_clickable, search_tool
 from shopsimrl.env.text import query_tokens
 from shopsimrl.env.types import Observation
+from shopsimrl.errors import UsageError
 
 TOOLS_FORMAT: Final = "tools"
 CONSTRAINED_FORMAT: Final = "constrained"
@@ -77,7 +78,7 @@ VALUE_KEY: Final = "value"
 CLICK_KEYS: Final = (PRODUCT_KEY, OPTION_KEY, CHANGE_KEY, LINK_KEY, VALUE_KEY)
 
 
-class UnknownActionFormat(ValueError):
+class UnknownActionFormat(UsageError):
     """An action format other than :data:`ACTION_FORMATS`."""
 
 

@@ -28,19 +28,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.agent.messages import EPISODE_TOOLS, with_turns_left
 from shopsimrl.agent.model_reply import clip_reply
 from shopsimrl.agent.policy import Policy, PolicyEpisode, PolicyTurn, TurnFeedback
 from shopsimrl.agent.protocol import GenerationCut, ProtocolError, parse_turn
 from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.agent.trace import TraceRecorder, json_safe, write_trace
+from shopsimrl.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.types import EnvClient, Observation, ResetResult, StepResult
+from shopsimrl.errors import InfraFailure
 
 log = logging.getLogger(__name__)
 
 
-class _Technical(Exception):
+class _Technical(InfraFailure):
     """Internal: carries the error record of an unscored episode out of the turn loop."""
 
     def __init__(self, stage: str, exc: BaseException | None = None, *, type_: str = "", message: str = "") -> None:

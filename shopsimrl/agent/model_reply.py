@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from shopsimrl.agent.policy import ToolCall
+from shopsimrl.errors import InfraFailure
 from shopsimrl.io import json_type, printable, well_formed
 
 MAX_COUNT: Final = 2**53  # a token count beyond this is no count (a float would lose its digits)
@@ -31,7 +32,7 @@ HISTORY_MAX_CALLS: Final = 8
 HISTORY_MAX_CHARS: Final = 16_000
 
 
-class BadModelReply(Exception):
+class BadModelReply(InfraFailure):
     """An answer no chat-completions server sends (the shape is wrong): a technical failure of the server."""
 
 

@@ -62,6 +62,7 @@ from shopsimrl.agent.messages import EPISODE_TOOLS, first_user_message, observat
 from shopsimrl.agent.model_reply import ModelReply, clip_reply, read_reply
 from shopsimrl.agent.policy import PolicyTurn, TurnFeedback
 from shopsimrl.env.types import Observation, Task
+from shopsimrl.errors import InfraFailure
 
 # Lower-cased fragments of the error a server gives when it cannot parse the model's tool call.
 TOOL_CALL_PARSE_ERRORS: Final = (
@@ -80,7 +81,7 @@ CONTEXT_OVERFLOW_ERRORS: Final = (
 )
 
 
-class RequestTimeout(Exception):
+class RequestTimeout(InfraFailure):
     """No complete response arrived within the policy's ``timeout`` (the whole request)."""
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.argtypes import cache_folder, cannot_write_in, int_range
+from shopsimrl.defaults import DEFAULT_CATALOG_SEED, DEFAULT_PRODUCTS
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS, ProgressFn, catalog_path
 from shopsimrl.env.core import load_env
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.errors import UsageError
 
 _STAGES = {"products": "products", "index": "search index", "tasks": "tasks (verified by search)"}
@@ -19,7 +19,7 @@ def catalog_args(parser: argparse.ArgumentParser) -> None:
     """The four options that name a catalog (and where it is cached)."""
     parser.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=DEFAULT_PRODUCTS,
                         help=f"catalog size (default {DEFAULT_PRODUCTS:,}, max {MAX_PRODUCTS:,})")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"catalog seed (default {DEFAULT_SEED})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_CATALOG_SEED, help=f"catalog seed (default {DEFAULT_CATALOG_SEED})")
     parser.add_argument("--tasks", type=int_range(1), default=None, help="number of tasks (default products/10, <= 2000)")
     parser.add_argument("--cache-dir", type=cache_folder, default=None,
                         help="where catalogs are cached (default $SHOPSIMRL_CACHE or ~/.cache/shopsimrl)")

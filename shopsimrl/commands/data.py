@@ -9,14 +9,13 @@ from typing import Any
 from shopsimrl.argtypes import cache_folder, in_file, int_range, out_file, server_url
 from shopsimrl.commands.catalog import check_cache
 from shopsimrl.commands.dispatch import handled_by
+from shopsimrl.defaults import DEFAULT_CATALOG_SEED, DEFAULT_PRODUCTS, DEFAULT_PROMPT_DATA
 from shopsimrl.env import InProcessEnvClient, load_env
 from shopsimrl.env.auth import load_token
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.types import EnvError
 from shopsimrl.errors import UsageError
 from shopsimrl.slime.data import export_prompts
-from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
 
 
 def register(subparsers: Any) -> None:
@@ -63,6 +62,6 @@ def _open_env(args: argparse.Namespace) -> Any:
 
         return HttpEnvClient(args.env, token=load_token(args.env_token_file))  # TokenError: a refusal
     options = {"products": args.products, "seed": args.seed, "cache_dir": args.cache_dir}
-    check_cache(args.products or DEFAULT_PRODUCTS, DEFAULT_SEED if args.seed is None else args.seed, args.cache_dir)
+    check_cache(args.products or DEFAULT_PRODUCTS, DEFAULT_CATALOG_SEED if args.seed is None else args.seed, args.cache_dir)
     env = load_env(**{k: v for k, v in options.items() if v is not None})
     return InProcessEnvClient(env, owns_env=True)

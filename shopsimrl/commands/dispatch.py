@@ -1,6 +1,7 @@
 """One way to run a command: parse, call its handler, map a refusal to one line and exit 2.
 
-A :class:`~shopsimrl.errors.Refusal` raised out of a handler is the user's to fix: one line,
+The branches of the package's exceptions are in :mod:`shopsimrl.errors`.  A
+:class:`~shopsimrl.errors.Refusal` raised out of a handler is the user's to fix: one line,
 ``shopsimrl <command>: refused: <message>``, exit 2.  Ctrl-C outside a command's own signal
 handling is one line and exit 130.  Anything else is a bug: it propagates, so Python prints the
 traceback and the process exits 1.
@@ -13,9 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shopsimrl.errors import Refusal
+from shopsimrl.errors import EXIT_REFUSED, Refusal
 
-EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
 
 Handler = Callable[[argparse.Namespace], int]

@@ -16,8 +16,7 @@ from shopsimrl.commands.catalog import catalog_args, load, with_progress
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.commands.env_serve import serve_command
 from shopsimrl.commands.limits import MAX_SERVER_PROCESSES, WHY_PROCESSES
-from shopsimrl.env.build import CatalogError, build_catalog, catalog_path, verify_catalog
-from shopsimrl.env.defaults import (
+from shopsimrl.defaults import (
     DEFAULT_ACTION_LIMIT,
     DEFAULT_HOST,
     DEFAULT_IDLE_TIMEOUT,
@@ -26,6 +25,7 @@ from shopsimrl.env.defaults import (
     KEEP_ALIVE,
     MAX_SLOTS,
 )
+from shopsimrl.env.build import CatalogError, build_catalog, catalog_path, verify_catalog
 from shopsimrl.env.ray_servers import register as register_ray_serve
 from shopsimrl.env.store import CatalogStore
 from shopsimrl.errors import UsageError

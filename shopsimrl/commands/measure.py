@@ -15,8 +15,13 @@ from shopsimrl.argtypes import cache_folder, int_range
 from shopsimrl.commands.catalog import check_cache
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.commands.limits import MAX_SIBLINGS, MAX_TASKS, WHY_SIBLINGS
+from shopsimrl.defaults import (
+    DEFAULT_CATALOG_SEED,
+    DEFAULT_MEASURE_TASKS,
+    DEFAULT_N_SAMPLES_PER_PROMPT,
+    DEFAULT_PRODUCTS,
+)
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.errors import UsageError
 
 SPLITS = ("train", "val", "test")
@@ -37,11 +42,11 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("measure", help="success rate and group labels of the heuristic policy",
                               description="Success rate and group labels of the heuristic policy.")
     p.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=DEFAULT_PRODUCTS)
-    p.add_argument("--catalog-seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--catalog-seed", type=int, default=DEFAULT_CATALOG_SEED)
     p.add_argument("--cache-dir", type=cache_folder, default=None)
     p.add_argument("--split", default="train", choices=SPLITS)
-    p.add_argument("--tasks", type=int_range(1, MAX_TASKS), default=64)
-    p.add_argument("--siblings", type=int_range(1, MAX_SIBLINGS, why_high=WHY_SIBLINGS), default=8)
+    p.add_argument("--tasks", type=int_range(1, MAX_TASKS), default=DEFAULT_MEASURE_TASKS)
+    p.add_argument("--siblings", type=int_range(1, MAX_SIBLINGS, why_high=WHY_SIBLINGS), default=DEFAULT_N_SAMPLES_PER_PROMPT)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--options", type=json_object, default={},
                    help='heuristic options as JSON, e.g. \'{"temperature": 0.8}\'')

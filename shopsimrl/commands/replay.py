@@ -14,13 +14,13 @@ from typing import Any
 
 from shopsimrl.argtypes import in_file, int_range
 from shopsimrl.commands.dispatch import handled_by
-from shopsimrl.errors import Refusal
-from shopsimrl.sampling.guard import TooManyTechnicalFailures
-from shopsimrl.sampling.knobs import (
+from shopsimrl.defaults import (
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
     DEFAULT_ROLLOUT_BATCH_SIZE,
 )
+from shopsimrl.errors import Refusal
+from shopsimrl.sampling.guard import TooManyTechnicalFailures
 from shopsimrl.sampling.replay import SupplyExhausted, replay
 from shopsimrl.sampling.supply import parse_supply
 from shopsimrl.sampling.verdict import Verdict

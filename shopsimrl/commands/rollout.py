@@ -17,7 +17,6 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.argtypes import (
     DeprecatedFlag,
     OneLineParser,
@@ -33,25 +32,25 @@ from shopsimrl.commands.clock_options import add_arguments as add_clock_argument
 from shopsimrl.commands.dispatch import handled_by, run
 from shopsimrl.commands.limits import MAX_STEPS, WHY_STEPS
 from shopsimrl.commands.rollout_options import IN_PROCESS
-from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
-from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT, DEFAULT_PRODUCTS
-from shopsimrl.env.defaults import DEFAULT_SEED as DEFAULT_CATALOG_SEED
-from shopsimrl.learn.connect import add_arguments as add_learner_arguments
-from shopsimrl.rollout.defaults import (
+from shopsimrl.defaults import (
+    DEFAULT_CATALOG_SEED,
+    DEFAULT_CLIENT_TIMEOUT,
+    DEFAULT_CUSHION,
     DEFAULT_EPISODE_CONCURRENCY,
+    DEFAULT_GLOBAL_BATCH_SIZE,
+    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_N_SAMPLES_PER_PROMPT,
     DEFAULT_OUT,
+    DEFAULT_OVER_SAMPLING_BATCH_SIZE,
+    DEFAULT_PRODUCTS,
+    DEFAULT_ROLLOUT_BATCH_SIZE,
     DEFAULT_SEED,
     DEFAULT_STEPS,
     MAX_EPISODE_CONCURRENCY,
 )
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
-from shopsimrl.sampling.knobs import (
-    DEFAULT_GLOBAL_BATCH_SIZE,
-    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
-    DEFAULT_N_SAMPLES_PER_PROMPT,
-    DEFAULT_OVER_SAMPLING_BATCH_SIZE,
-    DEFAULT_ROLLOUT_BATCH_SIZE,
-)
+from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
+from shopsimrl.learn.connect import add_arguments as add_learner_arguments
 from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Siblings, Strategy, WaveMode
 
 

@@ -7,6 +7,7 @@ import argparse
 from shopsimrl.argtypes import folder, int_range, number, one_of
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.commands.limits import MAX_PROMPTS, MAX_SEEDS, MAX_STEPS, WHY_PROMPTS, WHY_STEPS
+from shopsimrl.defaults import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_SIMULATE_STEPS, DEFAULT_STAGE_SKIP_Q
 from shopsimrl.errors import UsageError
 from shopsimrl.io import atomic_write_json
 from shopsimrl.rollout.loops import (
@@ -16,13 +17,12 @@ from shopsimrl.rollout.loops import (
     TrainingLoop,
     TrainTiming,
 )
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, SamplingKnobs
+from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, Siblings
-from shopsimrl.sampling.staged import DEFAULT_STAGE_SKIP_Q, StagedSiblings
+from shopsimrl.sampling.staged import StagedSiblings
 
 EXIT_OK = 0
 WORLDS = ("calibrated", "learner")
-DEFAULT_STEPS = 80  # the calibrated world's; the learner world's run is the benchmark's (calibrate_learner.STEPS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -90,8 +90,6 @@ def handle(args: argparse.Namespace) -> int:
         draw_cluster_pass_rates,
         draw_step_bars,
         draw_timeline,
-        staged_targets,
-        targets,
         with_overrides,
     )
 
@@ -99,7 +97,7 @@ def handle(args: argparse.Namespace) -> int:
         # the learner world's default run length is its fit's (loaded with it)
         from shopsimrl.simulate.calibrate_learner import STEPS as LEARNER_STEPS
 
-        args.steps = LEARNER_STEPS if args.world == "learner" else DEFAULT_STEPS
+        args.steps = LEARNER_STEPS if args.world == "learner" else DEFAULT_SIMULATE_STEPS
     if args.timeline_step is None:
         args.timeline_step = max(1, args.steps // 2)
     if args.steps < 1 or not 1 <= args.timeline_step <= args.steps:
@@ -151,14 +149,7 @@ def handle(args: argparse.Namespace) -> int:
               f"{timing.train_s:g} s training and {timing.weight_sync_s:g} s weight sync per step")
     result = compare(steps=args.steps, seeds=args.seeds, world=world, timeline_step=args.timeline_step,
                      staging=staging, capacity=capacity, loop=args.loop, timing=timing)
-    summary, checks = result["summary"], targets(result["summary"], world.clusters)
-    if world.directions:
-        # the learner's ranking to check against (loaded with the learner world)
-        from shopsimrl.simulate.calibrate_learner import learner_targets
-
-        checks = learner_targets(summary)
-    if staging is not None:
-        checks.update(staged_targets(summary))
+    summary = result["summary"]
     columns = [("inf/1k gen ep", "informative_per_1k_generated_episodes"),
                ("gen/trained ep", "generated_per_trained_episode"), ("inf share", "informative_share_of_trained"),
                ("final pass", "final_mean_pass_rate"), ("coverage", "coverage"), ("step s", "mean_step_wall_s"),
@@ -172,13 +163,10 @@ def handle(args: argparse.Namespace) -> int:
     print(" | ".join(f"{h:>14}" for h in ("strategy", *(name for name, _ in columns))))
     for label, row in summary.items():
         print(" | ".join([f"{label:>14}", *(f"{row[key]:>14.3f}" for _, key in columns)]))
-    for name, check in checks.items():
-        met = "report" if check["met"] is None else "met" if check["met"] else "NOT met"
-        print(f"{met:>8}  {name}: {check['value']:.3f}")
     out = args.out
     runs = result["runs"]
     atomic_write_json(out / "summary.json", {"world": result["world"], "steps": args.steps, "seeds": args.seeds,
-                                             "summary": summary, "targets": checks,
+                                             "summary": summary,
                                              **({"capacity": capacity, "staging": {
                                                  "stage_size": staging.stage_size, "threshold": staging.threshold,
                                                  "skip_q": staging.skip_q}} if staging is not None else {}),

@@ -13,11 +13,9 @@ import sys
 
 from shopsimrl.argtypes import existing_folder, int_range
 from shopsimrl.commands.dispatch import handled_by, refuse
+from shopsimrl.defaults import DEFAULT_HOST, DEFAULT_OUT, DEFAULT_VIEW_PORT
 from shopsimrl.io import printable
 
-DEFAULT_FOLDER = "runs"
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 6060  # TensorBoard's 6006 stays free for TensorBoard
 EXIT_OK = 0
 
 
@@ -30,10 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "a prompt's groups across the run.  The page needs no network.  Ctrl-C stops it.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("folder", nargs="?", default=DEFAULT_FOLDER, type=existing_folder, metavar="FOLDER",
+    p.add_argument("folder", nargs="?", default=str(DEFAULT_OUT), type=existing_folder, metavar="FOLDER",
                    help="a folder of runs (rollout's --out) or one run folder")
     p.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (0.0.0.0: every network; warned)")
-    p.add_argument("--port", type=int_range(0, 65535), default=DEFAULT_PORT, help="port (0: any free one)")
+    p.add_argument("--port", type=int_range(0, 65535), default=DEFAULT_VIEW_PORT, help="port (0: any free one)")
     handled_by(p, handle)
 
 

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl import __version__
+from shopsimrl.defaults import DEFAULT_CATALOG_SEED, DEFAULT_PRODUCTS
 from shopsimrl.env.catalog import SPLITS, CatalogGenerator, Product
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS, DEFAULT_SEED
 from shopsimrl.env.search import MAX_HITS, TermBounds, compute_term_bounds, fts_schema, ranked_search
 from shopsimrl.env.tasks import make_goal, make_instruction
 from shopsimrl.env.text import query_tokens
-from shopsimrl.errors import Refusal
+from shopsimrl.errors import Interrupted, Refusal
 from shopsimrl.io import (
     BadFileError,
     LockFileError,
@@ -73,7 +73,7 @@ CHECKSUM_LIMIT = 4096  # a sha256sum line: 64 hex digits, two spaces, the file's
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-class BuildCancelled(Exception):
+class BuildCancelled(Interrupted):
     """The build was cancelled (``cancel`` set): its temporary file is removed, the cache left as it was."""
 
 
@@ -112,7 +112,7 @@ def default_task_count(products: int) -> int:
     return max(50, min(products // 10, 2_000))
 
 
-def catalog_path(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
+def catalog_path(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_CATALOG_SEED,
                  cache_dir: str | os.PathLike[str] | None = None, *, tasks: int | None = None) -> Path:
     n_tasks = default_task_count(products) if tasks is None else tasks
     return default_cache_dir(cache_dir) / f"shopsim-v{SCHEMA_VERSION}-seed{seed}-p{products}-t{n_tasks}.sqlite"
@@ -124,7 +124,7 @@ def split_quotas(n_tasks: int) -> dict[str, int]:
     return {"train": train, "val": val, "test": n_tasks - train - val}
 
 
-def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
+def build_catalog(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_CATALOG_SEED,
                   cache_dir: str | os.PathLike[str] | None = None, *, tasks: int | None = None,
                   force: bool = False, progress: ProgressFn | None = None,
                   cancel: threading.Event | None = None) -> Path:
@@ -376,7 +376,7 @@ def _select_tasks(path: Path, candidates: list[Product], seed: int, n_tasks: int
     return rows, rejected
 
 
-async def build_catalog_async(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
+async def build_catalog_async(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_CATALOG_SEED,
                               cache_dir: str | os.PathLike[str] | None = None, **options: Any) -> Path:
     """:func:`build_catalog` on a worker thread, for an event loop.  Cancelling the awaiting task stops the
     build at its next check and waits for it (a fraction of a second) so its temporary file is gone before

@@ -32,12 +32,13 @@ from shopsimrl.env.types import (
     Task,
     UnknownTaskError,
 )
+from shopsimrl.errors import InvariantBroken
 
 MISSING_TASK = "no-such-task-00000"
 NAVIGATION = (BACK, PREV, NEXT)
 
 
-class EnvClientConformanceError(AssertionError):
+class EnvClientConformanceError(InvariantBroken, AssertionError):
     """The client deviates from the EnvClient contract; the message says where and how."""
 
 

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl import __version__
-from shopsimrl.env.build import ProgressFn, build_catalog
-from shopsimrl.env.catalog import Product
-from shopsimrl.env.defaults import (
+from shopsimrl.defaults import (
     DEFAULT_ACTION_LIMIT,
+    DEFAULT_CATALOG_SEED,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PRODUCTS,
     DEFAULT_RESET_TIMEOUT,
-    DEFAULT_SEED,
     DEFAULT_SLOTS,
 )
+from shopsimrl.env.build import ProgressFn, build_catalog
+from shopsimrl.env.catalog import Product
 from shopsimrl.env.pages import (
     DONE,
     InvalidAction,
@@ -253,7 +253,7 @@ class ShopSimEnv:
             self._stats[key] += 1
 
 
-def load_env(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED,
+def load_env(products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_CATALOG_SEED,
              cache_dir: str | os.PathLike[str] | None = None, *, tasks: int | None = None,
              progress: ProgressFn | None = None, **env_kwargs: Any) -> ShopSimEnv:
     """Build the catalog if it is not cached yet, then open an env on it."""

@@ -1,7 +1,7 @@
 """HttpEnvClient: the EnvClient interface over the env server's HTTP API.
 
 Connections.  Idle connections are kept ``KEEPALIVE_EXPIRY`` (30 s), well below
-the server's keep-alive (75 s, ``shopsimrl.env.defaults.KEEP_ALIVE``): a
+the server's keep-alive (75 s, ``shopsimrl.defaults.KEEP_ALIVE``): a
 connection the server may be about to close is never reused, so a policy that
 thinks for seconds between steps does not send into a closing socket.
 
@@ -46,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from shopsimrl.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env import wire
 from shopsimrl.env.answers import (
     MAX_RESPONSE_BYTES,
@@ -58,7 +59,6 @@ from shopsimrl.env.answers import (
     read_capped,
 )
 from shopsimrl.env.auth import bearer_headers
-from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.types import (
     EnvError,
     EnvUnavailableError,

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from shopsimrl.env.catalog import Product
 from shopsimrl.env.search import MAX_QUERY_CHARS, PAGE_SIZE, SearchHits
 from shopsimrl.env.types import QueryTooLongError
+from shopsimrl.errors import ModelMistake
 
 SEARCH, RESULTS, ITEM, DONE = "search", "results", "item", "done"
 BACK, PREV, NEXT, BUY = "back to search", "< prev", "next >", "buy now"
@@ -35,7 +36,7 @@ MAX_ACTION_CHARS = 8192
 _ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
 
 
-class InvalidAction(Exception):
+class InvalidAction(ModelMistake):
     """An action the current page does not accept; the step still counts."""
 
     def __init__(self, code: str, message: str) -> None:

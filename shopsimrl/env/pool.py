@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from shopsimrl.env.defaults import DEFAULT_CLIENT_TIMEOUT
+from shopsimrl.defaults import DEFAULT_CLIENT_TIMEOUT
 from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.pool_health import (
     DEFAULT_BACKOFF,

@@ -36,6 +36,7 @@ from types import FrameType
 import httpx
 
 from shopsimrl.env.auth import TOKEN_ENV
+from shopsimrl.errors import Interrupted
 
 STARTUP_TIMEOUT = 120.0
 STOP_TIMEOUT = 10.0
@@ -43,7 +44,7 @@ POLL_SECONDS = 0.2
 INSTANCE_ENV = "SHOPSIM_ENV_INSTANCE"  # a child's nonce, which its /healthz reports
 
 
-class _Stop(Exception):
+class _Stop(Interrupted):
     """Raised in the supervisor by SIGTERM (SIGINT raises KeyboardInterrupt)."""
 
 

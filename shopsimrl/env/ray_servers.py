@@ -26,17 +26,18 @@ from types import FrameType
 from typing import Any
 
 from shopsimrl.argtypes import MAX_PORT, in_file, int_range, out_file
-from shopsimrl.env.auth import TokenError, bind_refusal, load_token
-from shopsimrl.env.core import load_env
-from shopsimrl.env.defaults import (
+from shopsimrl.defaults import (
     DEFAULT_ACTION_LIMIT,
+    DEFAULT_CATALOG_SEED,
     DEFAULT_PORT,
     DEFAULT_PRODUCTS,
-    DEFAULT_SEED,
     DEFAULT_SLOTS,
     MAX_SLOTS,
 )
+from shopsimrl.env.auth import TokenError, bind_refusal, load_token
+from shopsimrl.env.core import load_env
 from shopsimrl.env.fingerprint import env_fingerprint, fingerprint_differences
+from shopsimrl.errors import Interrupted
 from shopsimrl.io import atomic_write_text
 
 RAY_HINT = "the Ray helper needs Ray: pip install 'shopsimrl[ray]'"
@@ -103,7 +104,7 @@ def alive_nodes() -> list[dict[str, Any]]:
 
 def start_ray_env_servers(per_node: int = 1, *, port: int = DEFAULT_PORT, host: str | None = None,
                           slots: int = DEFAULT_SLOTS, action_limit: int = DEFAULT_ACTION_LIMIT,
-                          products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED, tasks: int | None = None,
+                          products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_CATALOG_SEED, tasks: int | None = None,
                           cache_dir: str | None = None, token: str | None = None, insecure: bool = False,
                           num_cpus: float = 1.0, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT) -> RayEnvServers:
     """Start ``per_node`` env servers on every alive node of the connected Ray cluster (``ray.init`` first).
@@ -172,7 +173,7 @@ def register(sub: Any, catalog_args: Any) -> None:
     p.set_defaults(handler=_ray_serve)
 
 
-class _Stop(Exception):
+class _Stop(Interrupted):
     pass
 
 

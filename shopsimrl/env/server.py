@@ -32,10 +32,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from shopsimrl.defaults import DEFAULT_HOST, DEFAULT_PORT, KEEP_ALIVE
 from shopsimrl.env import wire
 from shopsimrl.env.auth import BearerTokenMiddleware
 from shopsimrl.env.core import ShopSimEnv
-from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, KEEP_ALIVE
 from shopsimrl.env.fingerprint import env_fingerprint
 from shopsimrl.env.request_limits import (
     BODY_TIMEOUT,

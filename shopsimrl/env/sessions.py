@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from shopsimrl.env.defaults import DEFAULT_IDLE_TIMEOUT
+from shopsimrl.defaults import DEFAULT_IDLE_TIMEOUT
 from shopsimrl.env.types import EnvError, LeaseConflictError, NoFreeSlotError
 
 T = TypeVar("T")

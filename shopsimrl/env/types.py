@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from shopsimrl.errors import InfraFailure
+
 # Reasons a caller may give to terminate(); both are scored 0.
 TERMINATE_REASONS = ("generation_length", "action_limit")
 
@@ -69,7 +71,7 @@ class StepResult:
         return self.terminated or self.truncated
 
 
-class EnvError(Exception):
+class EnvError(InfraFailure):
     """Base of every environment error; ``code`` is the machine-readable kind."""
 
     code = "env_error"

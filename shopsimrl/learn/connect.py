@@ -13,14 +13,8 @@ from typing import Any
 
 from shopsimrl.agent import make_policy
 from shopsimrl.argtypes import DeprecatedFlag, int_range
+from shopsimrl.defaults import DEFAULT_EVAL_SPLIT, DEFAULT_LEARNER, EVAL_SAMPLES_PER_TASK, EVAL_SPLITS, LEARNERS
 from shopsimrl.learn import resume
-from shopsimrl.learn.defaults import (
-    DEFAULT_EVAL_SPLIT,
-    DEFAULT_LEARNER,
-    EVAL_SAMPLES_PER_TASK,
-    EVAL_SPLITS,
-    LEARNERS,
-)
 from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.loops import POLICY_LAG
 from shopsimrl.rollout.run import run_record

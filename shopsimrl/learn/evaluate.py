@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shopsimrl.agent.result import EpisodeResult
-from shopsimrl.learn.defaults import EVAL_SAMPLES_PER_TASK, EVAL_SPLITS
+from shopsimrl.defaults import EVAL_SAMPLES_PER_TASK, EVAL_SPLITS
 from shopsimrl.learn.policy import LinearPolicy
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec, episode_seed
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np  # only the grpo learner loads this module (learn/connect.py imports it when asked for)
 
-from shopsimrl.learn.defaults import ADAM_BETAS, ADAM_EPS, EPS_CLIP, LEARNING_RATE
+from shopsimrl.defaults import ADAM_BETAS, ADAM_EPS, EPS_CLIP, LEARNING_RATE
 from shopsimrl.learn.params import LAYOUT
 
 if TYPE_CHECKING:

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np  # only the grpo learner loads this module (learn/connect.py imports it when asked for)
 
+from shopsimrl.defaults import EVAL_FILE, EVAL_SAMPLES_PER_TASK, STATE_FILE
+from shopsimrl.errors import InvariantBroken
 from shopsimrl.io import atomic_write_bytes, atomic_write_json
-from shopsimrl.learn.defaults import EVAL_FILE, EVAL_SAMPLES_PER_TASK, STATE_FILE
 from shopsimrl.learn.evaluate import EVAL_PREFIX, evaluate
 from shopsimrl.learn.grpo import Adam, Trajectory, train
 from shopsimrl.learn.params import LAYOUT
@@ -30,7 +31,7 @@ from shopsimrl.rollout.group import EpisodeRunner
 from shopsimrl.rollout.journal import JournalError, UnwritableRecord, read_bytes
 
 
-class MissingDecisions(RuntimeError):
+class MissingDecisions(InvariantBroken, RuntimeError):
     """A kept episode has no recorded decisions: the batch and the policy that played it disagree."""
 
 
@@ -124,7 +125,7 @@ def save_state(path: Path, policy: LinearPolicy, adam: Adam, *, step: int | None
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-class StateFileError(ValueError):
+class StateFileError(InvariantBroken, ValueError):
     """A ``policy.npz`` that is not a whole, finite saved state of this policy: the message names the file."""
 
 

@@ -24,8 +24,8 @@ from shopsimrl.agent.heuristic import (
     _HeuristicEpisode,
     _names,
 )
+from shopsimrl.defaults import MAX_INSPECTED
 from shopsimrl.env.types import Task
-from shopsimrl.learn.defaults import MAX_INSPECTED
 from shopsimrl.learn.params import BLOCKS, BUY_LOGIT, KEEP_LOGIT, LAYOUT
 
 _OPTIONS = HeuristicOptions(patience=MAX_INSPECTED)  # patience: products opened before it buys the best seen

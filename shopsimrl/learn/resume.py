@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.errors import Refusal
+from shopsimrl.errors import RunRefused
 from shopsimrl.io import atomic_write_json, atomic_write_jsonl
 from shopsimrl.rollout.journal import (
     MARKER,
@@ -51,7 +51,7 @@ from shopsimrl.sampling.source import prompt_source_from_state
 NOT_COMPARED = (*OUTSIDE_DIGEST, "clusters", "name", "env")
 
 
-class ResumeError(Refusal, ValueError):
+class ResumeError(RunRefused, ValueError):
     """The run cannot be continued as asked; the message says why (one line)."""
 
 

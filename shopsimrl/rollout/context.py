@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_CUSHION
 from shopsimrl.rollout.gputime import TimeModel
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
 from shopsimrl.rollout.journal import RunJournal
@@ -19,7 +20,6 @@ from shopsimrl.rollout.loops import LoopClock
 from shopsimrl.rollout.outputs import RunPaths
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
 from shopsimrl.sampling.picker import Picker
 from shopsimrl.sampling.staged import StagedSiblings

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shopsimrl.agent.result import EpisodeResult
+from shopsimrl.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.types import EnvClient, EnvClientWrapper, ResetResult, StepResult
 from shopsimrl.rollout.faults import FaultInjectingEnv
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeRunner, EpisodeSpec
@@ -46,9 +47,9 @@ class MeteredEnv(EnvClientWrapper):
 def agent_runner(env: EnvClient, policy: Policy, *, max_turns: int | None = None) -> EpisodeRunner:
     """Episodes played by ``policy`` on ``env`` with the agent's episode loop (trace written per episode).
 
-    ``max_turns``: turns per episode; ``None`` is the agent's default (``shopsimrl.agent.DEFAULT_MAX_TURNS``).
+    ``max_turns``: turns per episode; ``None`` is the agent's default (``shopsimrl.defaults.DEFAULT_MAX_TURNS``).
     """
-    from shopsimrl.agent import DEFAULT_MAX_TURNS, run_episode  # imported on use: the rollout package stays light
+    from shopsimrl.agent import run_episode  # imported on use: the rollout package stays light
 
     turns = DEFAULT_MAX_TURNS if max_turns is None else max_turns
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import InvariantBroken
 from shopsimrl.io import atomic_write_json
 
 MARKER = "complete.json"
@@ -45,7 +46,7 @@ COUNTED = ("traces", "triage")
 READ_LIMIT = 256 * 1024 * 1024
 
 
-class JournalError(ValueError):
+class JournalError(InvariantBroken, ValueError):
     """A step folder is not what its marker says (or cannot be read): the message names the file and the fault."""
 
 
@@ -209,7 +210,7 @@ def check_finite_metrics(metrics: Mapping[str, Any], path: Path) -> None:
                                path)
 
 
-class UnwritableRecord(OSError):
+class UnwritableRecord(InvariantBroken, OSError):
     """A record the step refuses to write (its values are not finite): the step stops, incomplete and resumable."""
 
     def __init__(self, reason: str, path: Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
+from shopsimrl.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.rollout.episode_runner import agent_runner
 from shopsimrl.rollout.group import CLASSIFICATIONS, EpisodeSlots, EpisodeSpec, GroupRun, run_group
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.errors import Refusal
+from shopsimrl.errors import RunRefused
 from shopsimrl.io import (
     LockFileError,
     append_jsonl,
@@ -50,7 +50,7 @@ from shopsimrl.rollout.journal import MARKER, STATE, RunJournal, check_finite_me
 from shopsimrl.sampling import grpo_advantages, split_into_updates
 
 
-class RunDirError(Refusal, ValueError):
+class RunDirError(RunRefused, ValueError):
     """The run folder cannot be used (foreign, finished, in use, bad name): the message says what to change."""
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_CUSHION, DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.io import atomic_write_json
 from shopsimrl.rollout.context import RunContext
-from shopsimrl.rollout.defaults import DEFAULT_EPISODE_CONCURRENCY, DEFAULT_OUT, DEFAULT_SEED, DEFAULT_STEPS
 from shopsimrl.rollout.driver import StepDriver
 from shopsimrl.rollout.gputime import DEFAULT_CLOCK, Clock, TimeModel
 from shopsimrl.rollout.group import EpisodeRunner, EpisodeSlots
@@ -37,7 +37,7 @@ from shopsimrl.rollout.outputs import RunPaths, prepare_run_dir
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
+from shopsimrl.sampling.adaptive import horizon_for_waves
 from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Siblings, Strategy, WaveMode
 from shopsimrl.sampling.source import PromptSource, prompt_source
 from shopsimrl.sampling.staged import StagedSiblings

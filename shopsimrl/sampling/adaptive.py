@@ -44,19 +44,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from shopsimrl.defaults import DEFAULT_CUSHION
 from shopsimrl.sampling.modes import WAVE_MODES, WaveMode
 from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS
 
-__all__ = ["ADAPTIVE_EXPLORE_HORIZON_EPOCHS", "DEFAULT_CUSHION", "WAVE_MODES", "AdaptiveWaves", "horizon_for_waves",
+__all__ = ["ADAPTIVE_EXPLORE_HORIZON_EPOCHS", "WAVE_MODES", "AdaptiveWaves", "horizon_for_waves",
            "prob_at_least"]
 
 T = TypeVar("T")
 
-#: The cushion: expected informative groups kept in flight above the number still missing (the margin the rule
-#: adds to ``target - kept``); negative keeps fewer (never fewer groups than are missing).  Chosen on simulation
-#: seeds 100-104 as the fewest episodes per trained episode whose informative share stays >= 92% (see
-#: docs/efficient-sampling.md).
-DEFAULT_CUSHION = -1.5
 #: The prompt selector's exploration horizon under adaptive waves, in epochs' worth of picks: every pick is paid
 #: for there, so never-seen prompts are tried over a longer horizon than under fixed waves (chosen on simulation
 #: seeds 100-104 among 2, 4 and 8; see docs/efficient-sampling.md).

@@ -25,13 +25,14 @@ import random
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from shopsimrl.errors import InvariantBroken
 from shopsimrl.sampling.pump import Hooks, pump
 from shopsimrl.sampling.source import PromptSource
 from shopsimrl.sampling.step import Start, new_step
 from shopsimrl.sampling.verdict import Verdict
 
 
-class SourceContractError(AssertionError):
+class SourceContractError(InvariantBroken, AssertionError):
     """A prompt source broke one of the promises a rollout step relies on (the message says which)."""
 
 

@@ -25,14 +25,15 @@ from enum import Enum
 from types import MappingProxyType
 from typing import NamedTuple
 
-from shopsimrl.sampling.filter import DROP_REASONS, FILTER_OUTPUTS, REASON_TECHNICAL, should_drop
-from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
-from shopsimrl.sampling.knobs import (
+from shopsimrl.defaults import (
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
     DEFAULT_ROLLOUT_BATCH_SIZE,
-    validate_wave_knobs,
 )
+from shopsimrl.errors import InvariantBroken
+from shopsimrl.sampling.filter import DROP_REASONS, FILTER_OUTPUTS, REASON_TECHNICAL, should_drop
+from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
+from shopsimrl.sampling.knobs import validate_wave_knobs
 from shopsimrl.sampling.verdict import Verdict
 
 
@@ -115,7 +116,7 @@ ALLOWED: Mapping[State, frozenset[str]] = MappingProxyType({s: frozenset(ops) fo
 OPERATIONS: tuple[str, ...] = ("submit", "refill", "complete", "complete_batch", "abort")  # the table's column order
 
 
-class ControllerStateError(RuntimeError):
+class ControllerStateError(InvariantBroken, RuntimeError):
     """The controller was driven out of protocol; the message names the state and what it allows."""
 
 

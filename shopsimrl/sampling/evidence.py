@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from shopsimrl.errors import Refusal
+from shopsimrl.defaults import DEFAULT_N_SAMPLES_PER_PROMPT
+from shopsimrl.errors import InvariantBroken, Refusal
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import PRIOR_SD, SkillModel, fit_population
-from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 __all__ = ["POPULATION_FIT_DECAY", "POPULATION_FIT_MIN_GROUPS", "Evidence", "NotEnoughPromptsError",
@@ -48,7 +48,7 @@ class NotEnoughPromptsError(Refusal, ValueError):
     """More prompts were asked for than are out of flight."""
 
 
-class PromptStateError(ValueError):
+class PromptStateError(InvariantBroken, ValueError):
     """``record`` / ``release`` for a prompt that is not in flight (or unknown)."""
 
 

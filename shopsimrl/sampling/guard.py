@@ -11,11 +11,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, validate_failure_limit
+from shopsimrl.defaults import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
+from shopsimrl.errors import InfraFailure
+from shopsimrl.sampling.knobs import validate_failure_limit
 from shopsimrl.sampling.verdict import Verdict
 
 
-class TooManyTechnicalFailures(RuntimeError):
+class TooManyTechnicalFailures(InfraFailure, RuntimeError):
     """Raised when ``limit`` technical groups arrived in a row.
 
     ``decisions``: when a ``WaveController`` raised it, every decision of the batch the stop cut

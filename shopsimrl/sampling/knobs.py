@@ -1,16 +1,18 @@
-"""The dynamic-sampling knobs, their defaults (docs/dynamic-sampling.md §1) and their validation: one place per fact."""
+"""The dynamic-sampling knobs (docs/dynamic-sampling.md §1) and their validation; their defaults are
+``shopsimrl.defaults``'."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from shopsimrl.defaults import (
+    DEFAULT_GLOBAL_BATCH_SIZE,
+    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    DEFAULT_N_SAMPLES_PER_PROMPT,
+    DEFAULT_OVER_SAMPLING_BATCH_SIZE,
+    DEFAULT_ROLLOUT_BATCH_SIZE,
+)
 from shopsimrl.errors import Refusal
-
-DEFAULT_ROLLOUT_BATCH_SIZE = 16
-DEFAULT_N_SAMPLES_PER_PROMPT = 8
-DEFAULT_OVER_SAMPLING_BATCH_SIZE = 32
-DEFAULT_GLOBAL_BATCH_SIZE = 64
-DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 8
 
 #: Two unique-rollout rewards closer than this are "equal" (docs/dynamic-sampling.md §2).
 ZERO_STD_EPSILON = 1e-6

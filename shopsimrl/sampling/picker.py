@@ -23,9 +23,9 @@ import random
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
+from shopsimrl.defaults import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.sampling.concentration import Concentration
 from shopsimrl.sampling.evidence import Evidence
-from shopsimrl.sampling.knobs import DEFAULT_N_SAMPLES_PER_PROMPT
 from shopsimrl.sampling.modes import Strategy
 
 #: Version of every prompt source's ``state_dict`` (6: the evidence and the rule's state apart, the solved runs,

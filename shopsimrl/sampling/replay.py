@@ -18,10 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from shopsimrl.defaults import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_ROLLOUT_BATCH_SIZE
 from shopsimrl.sampling.controller import GroupDecision
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_ROLLOUT_BATCH_SIZE
 from shopsimrl.sampling.pump import Hooks, pump
 from shopsimrl.sampling.step import FixedWaves, RolloutStep, Start, StepDone, WaveOpened
 from shopsimrl.sampling.supply import SupplyExhausted, SupplyOrder, SupplyShort, parse_supply

@@ -35,17 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from shopsimrl.defaults import DEFAULT_STAGE_SKIP_Q, DEFAULT_STAGE_THRESHOLD
 from shopsimrl.sampling.estimate import hermite_rule, sigmoid
 from shopsimrl.sampling.knobs import ZERO_STD_EPSILON
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
-#: Stop after ``K`` when the predicted chance that the rest breaks the agreement is below this
-#: (chosen with ``DEFAULT_STAGE_SKIP_Q`` on simulation seeds 100-104, see docs/efficient-sampling.md).
-DEFAULT_STAGE_THRESHOLD = 0.175
-#: Start a group whole when its predicted chance of spread ``q`` is at least this (staging skipped): it saves such a
-#: group the second round of latency.  1.0 (stage every group) gave seed/fixed 1.7% more informative groups per
-#: episode on the tuning seeds, but cost informative/adaptive +47% wall time per informative group (0.5: +8%).
-DEFAULT_STAGE_SKIP_Q = 0.5
 #: Gauss-Hermite nodes for the posterior averages: the likelihood ``p^K`` weighs the tails, 9 nodes are too few.
 POSTERIOR_NODES = 64
 

@@ -43,7 +43,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, AdaptiveWaves
+from shopsimrl.defaults import DEFAULT_CUSHION
+from shopsimrl.sampling.adaptive import AdaptiveWaves
 from shopsimrl.sampling.controller import ControllerStateError, Decision, GroupDecision, State, WaveController
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode

@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Sequence
 
+from shopsimrl.errors import Interrupted
 from shopsimrl.sampling.controller import WaveController
 from shopsimrl.sampling.verdict import Verdict
 
 
-class SupplyExhausted(RuntimeError):
+class SupplyExhausted(Interrupted, RuntimeError):
     """A wave was needed but the supply has fewer groups than the wave submits."""
 
 
@@ -32,7 +33,7 @@ def parse_supply(groups: Iterable[tuple[Verdict | str, float]]) -> list[tuple[Ve
     return supply
 
 
-class SupplyShort(Exception):
+class SupplyShort(Interrupted):
     """Raised by :class:`SupplyOrder` mid-step; ``replay`` turns it into :class:`SupplyExhausted` with the
     controller's counts (the source does not see them)."""
 

@@ -34,8 +34,8 @@ from dataclasses import replace
 from statistics import median
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_OVER_SAMPLING_BATCH_SIZE
 from shopsimrl.sampling.estimate import POPULATION_NODES, hermite_rule, sigmoid
-from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE
 from shopsimrl.simulate.engine import simulate_run
 from shopsimrl.simulate.model import WorldParams
 
@@ -219,16 +219,3 @@ LEARNER_FINAL_BY_SEED: dict[str, tuple[float, ...]] = {
     "informative/fixed": (0.8875, 0.8875, 0.882812, 0.876563, 0.884375, 0.878125, 0.870313, 0.892188, 0.876563, 0.878125, 0.86875, 0.86875, 0.89375, 0.834375, 0.871875),
     "informative/adaptive": (0.876563, 0.829688, 0.815625, 0.89375, 0.8875, 0.88125, 0.8375, 0.871875, 0.878125, 0.884375, 0.88125, 0.86875, 0.8875, 0.878125, 0.884375),
 }
-
-
-def learner_targets(summary: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, Any]]:
-    """The simulator's ranking of the five strategies on final pass rate against the learner's on held-out success."""
-    labels = [f"{sel}/{waves}" for sel, waves in RANKED]
-    if not all(label in summary for label in labels):
-        return {}
-    simulated = {label: summary[label]["final_mean_pass_rate"] for label in labels}
-    verdict = rank_agrees(simulated, LEARNER_FINAL_BY_SEED)
-    return {"learner world: ranks the strategies as the learner does (separated pairs in another order)": {
-        "value": float(len(verdict["disagreements"])), "met": verdict["agrees"],
-        "disagreements": verdict["disagreements"], "pairs": verdict["pairs"],
-        "strict_order_agrees": verdict["strict_agrees"]}}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_CUSHION
 from shopsimrl.rollout.loops import (
     DEFAULT_TRAINING_LOOP,
     POLICY_LAG,
@@ -26,7 +27,7 @@ from shopsimrl.rollout.loops import (
     loop_wall_s,
 )
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, Verdict
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION, horizon_for_waves
+from shopsimrl.sampling.adaptive import horizon_for_waves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMode

@@ -27,6 +27,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from shopsimrl.errors import Interrupted
+
 T = TypeVar("T")
 
 #: A callable that says whether slime has started its abort.
@@ -36,7 +38,7 @@ SLIME_ROLLOUT_MODULE = "slime.rollout.sglang_rollout"
 POLL_SECONDS = 0.005  # one attribute read per poll: ~200 cheap wake-ups a second while episodes run
 
 
-class EpisodeAborted(Exception):
+class EpisodeAborted(Interrupted):
     """slime started its abort before this episode ended: the sample is handed back as aborted."""
 
 

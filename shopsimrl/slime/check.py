@@ -38,6 +38,8 @@ from types import FrameType
 from typing import Any
 
 from shopsimrl.argtypes import existing_folder, folder, int_range, number, out_file
+from shopsimrl.defaults import DEFAULT_CHECK_JOBS
+from shopsimrl.errors import Interrupted
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.modes import Strategy, WaveMode
 from shopsimrl.slime.harness.checks import CHECKS
@@ -87,7 +89,8 @@ def register(commands: Any) -> None:
     check.add_argument("--loop", choices=LOOP_CHOICES, default="both",
                        help="which of slime's loops run every configuration: train.py, train_async.py (ASYNC=1), or "
                             "both (default)")
-    check.add_argument("--jobs", type=int_range(1, 4), default=2, help="configurations run at once (default 2)")
+    check.add_argument("--jobs", type=int_range(1, 4), default=DEFAULT_CHECK_JOBS,
+                       help=f"configurations run at once (default {DEFAULT_CHECK_JOBS})")
     check.add_argument("--timeout", type=number(above=0), default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                        help=f"each slime process's time limit; one still running then is killed and its checks fail "
                             f"(default {DEFAULT_TIMEOUT_SECONDS:g})")
@@ -99,7 +102,7 @@ def register(commands: Any) -> None:
     check.set_defaults(handler=run)
 
 
-class Stopped(Exception):
+class Stopped(Interrupted):
     """Raised in the main thread by the first SIGTERM or SIGINT."""
 
     def __init__(self, signum: int) -> None:

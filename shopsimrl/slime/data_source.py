@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.concentration import concentration_line
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, Strategy, WaveMode
@@ -48,7 +49,6 @@ from shopsimrl.sampling.selector import selector_step_metrics
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
 from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
 from shopsimrl.slime.data import descriptions_of, read_prompts
-from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.slime.samples import WEIGHT_KEY, reward_key
 
 log = logging.getLogger(__name__)

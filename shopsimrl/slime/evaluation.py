@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from shopsimrl.defaults import HOOKS
 from shopsimrl.sampling.verdict import is_scored
-from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.samples import reward_key
 
 log = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from shopsimrl.errors import InfraFailure
 from shopsimrl.sampling import FilterOutput, filter_output, group_verdict
 from shopsimrl.sampling.verdict import group_label
 from shopsimrl.slime.samples import max_consecutive_failed_groups, reward_key, trace_dir
@@ -42,7 +43,7 @@ class DynamicFilterOutput(FilterOutput):
     """Stand-in for slime's class of the same name, only where slime is not installed at all (same fields)."""
 
 
-class SlimeFilterOutputUnavailable(RuntimeError):
+class SlimeFilterOutputUnavailable(InfraFailure, RuntimeError):
     """slime is there, but its ``DynamicFilterOutput`` is not: refuse rather than keep every group."""
 
 

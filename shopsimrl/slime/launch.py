@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT
+from shopsimrl.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.modes import Strategy, WaveMode, is_faithful
 from shopsimrl.slime.data import CATEGORY_KEY, read_prompts
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.slime.launch_knobs import LaunchError, TrainKnobs, _parse, main, shell_defaults
 
 #: the names callers import from here (the knobs' own live in :mod:`shopsimrl.slime.launch_knobs`)

@@ -22,20 +22,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from shopsimrl.agent.constrained import ACTION_FORMATS, DEFAULT_ACTION_FORMAT
-from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
-from shopsimrl.env.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, DEFAULT_URL
-from shopsimrl.errors import Refusal
-from shopsimrl.sampling import KnobError, SamplingKnobs
-from shopsimrl.sampling.knobs import (
+from shopsimrl.defaults import (
     DEFAULT_GLOBAL_BATCH_SIZE,
+    DEFAULT_HOST,
     DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    DEFAULT_MAX_TURNS,
     DEFAULT_N_SAMPLES_PER_PROMPT,
     DEFAULT_OVER_SAMPLING_BATCH_SIZE,
+    DEFAULT_PORT,
+    DEFAULT_PROMPT_DATA,
     DEFAULT_ROLLOUT_BATCH_SIZE,
-    validate_failure_limit,
-    validate_update_knobs,
-    validate_wave_knobs,
+    DEFAULT_SLOTS,
+    DEFAULT_URL,
 )
+from shopsimrl.errors import Refusal
+from shopsimrl.sampling import KnobError, SamplingKnobs
+from shopsimrl.sampling.knobs import validate_failure_limit, validate_update_knobs, validate_wave_knobs
 from shopsimrl.sampling.modes import (
     DEFAULT_STRATEGY,
     DEFAULT_WAVE_MODE,
@@ -45,7 +47,6 @@ from shopsimrl.sampling.modes import (
     Strategy,
     WaveMode,
 )
-from shopsimrl.slime.defaults import DEFAULT_PROMPT_DATA
 
 KNOB_VARIABLES = (
     "set with ROLLOUT_BATCH_SIZE, N_SAMPLES_PER_PROMPT, OVER_SAMPLING_BATCH_SIZE, GLOBAL_BATCH_SIZE, "

@@ -45,6 +45,7 @@ from shopsimrl.agent.policy import PolicyTurn, ToolCall, TurnFeedback
 from shopsimrl.env.answers import json_or_none, read_capped_bytes
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation, Task
+from shopsimrl.errors import InfraFailure
 from shopsimrl.slime.abort import AbortFlag, never_aborted
 
 # Qwen3 / Hermes style: <tool_call>{"name": ..., "arguments": {...}}</tool_call>
@@ -59,7 +60,7 @@ _SENTINEL = "\u2063SHOPSIM_ASSISTANT_TURN\u2063"  # never produced by a model; o
 MAX_GENERATE_BYTES = 32 << 20
 
 
-class SGLangError(RuntimeError):
+class SGLangError(InfraFailure, RuntimeError):
     """SGLang answered, but not with a usable generation (no logprobs, more tokens than asked...)."""
 
 

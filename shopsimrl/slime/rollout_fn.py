@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shopsimrl.defaults import DEFAULT_CUSHION
 from shopsimrl.sampling import GroupDecision
-from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
 from shopsimrl.sampling.modes import Siblings, WaveMode
 from shopsimrl.sampling.staged import StagedSiblings, staged_step_metrics
 from shopsimrl.sampling.step import (

@@ -12,12 +12,15 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shopsimrl.agent.defaults import DEFAULT_MAX_TURNS
-from shopsimrl.env.defaults import DEFAULT_SLOTS, DEFAULT_URL
+from shopsimrl.defaults import (
+    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_SLOTS,
+    DEFAULT_TRACE_DIR,
+    DEFAULT_URL,
+)
 from shopsimrl.sampling import GroupOutcome, TrajectoryOutcome
-from shopsimrl.sampling.knobs import DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS
 from shopsimrl.sampling.verdict import DEFAULT_REWARD_KEY, is_scored, iter_samples, rollout_key, sample_reward
-from shopsimrl.slime.defaults import DEFAULT_TRACE_DIR
 
 # reward_detail keys the env reports once an episode ends (docs/dynamic-sampling.md §7: r_strict, r_success).
 STRICT_KEY = "r_strict"

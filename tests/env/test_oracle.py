@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from shopsimrl.defaults import DEFAULT_PRODUCTS
 from shopsimrl.env.build import build_catalog
 from shopsimrl.env.core import ShopSimEnv
-from shopsimrl.env.defaults import DEFAULT_PRODUCTS
 
 
 @pytest.fixture(scope="module")

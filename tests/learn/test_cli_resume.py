@@ -8,8 +8,8 @@ import json
 import numpy as np
 
 from shopsimrl.commands import rollout as cli
+from shopsimrl.defaults import STATE_FILE
 from shopsimrl.io import read_jsonl
-from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.rollout.journal import MARKER
 
 COMMON = ["--products", "2000", "--view", "plain", "--no-timeline", "--learner", "grpo", "--eval-every", "2",

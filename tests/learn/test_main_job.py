@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from shopsimrl.commands import rollout as cli
+from shopsimrl.defaults import STATE_FILE
 from shopsimrl.io import append_jsonl, read_jsonl
-from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.policy import LinearPolicy
 
 BASE = ["--products", "2000", "--view", "plain", "--no-timeline"]

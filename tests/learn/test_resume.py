@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import shopsimrl.io as io_module
+from shopsimrl.defaults import STATE_FILE
 from shopsimrl.io import read_jsonl
 from shopsimrl.learn import resume
-from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.grpo import Adam
 from shopsimrl.learn.learner import load_state, save_state
 from shopsimrl.learn.policy import LinearPolicy

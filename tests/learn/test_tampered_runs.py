@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from shopsimrl.commands import rollout as cli
+from shopsimrl.defaults import STATE_FILE
 from shopsimrl.env.build import build_catalog
 from shopsimrl.io import read_jsonl
 from shopsimrl.learn import resume
-from shopsimrl.learn.defaults import STATE_FILE
 from shopsimrl.learn.learner import GrpoLearner, StateFileError, load_state, restore
 from shopsimrl.learn.policy import LinearPolicy
 from shopsimrl.rollout.journal import MARKER, step_contents

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shopsimrl.defaults import DEFAULT_STAGE_THRESHOLD
 from shopsimrl.sampling import (
     REASON_ZERO_STD,
     ConsecutiveFailureGuard,
@@ -20,14 +21,7 @@ from shopsimrl.sampling import (
 from shopsimrl.sampling.adaptive import AdaptiveWaves
 from shopsimrl.sampling.modes import Siblings
 from shopsimrl.sampling.source import prompt_source
-from shopsimrl.sampling.staged import (
-    DEFAULT_STAGE_THRESHOLD,
-    Next,
-    StagedSiblings,
-    after_first_stage,
-    default_stage_size,
-    rest_spread_chance,
-)
+from shopsimrl.sampling.staged import Next, StagedSiblings, after_first_stage, default_stage_size, rest_spread_chance
 from shopsimrl.sampling.step import (
     AbortRest,
     AdaptiveRefills,

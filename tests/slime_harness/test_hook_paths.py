@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
+from shopsimrl.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 
 LOAD = """
 import json, sys

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from shopsimrl.cli import main
-from shopsimrl.slime.defaults import SLIME_ORDER_DATA_SOURCE_PATH
+from shopsimrl.defaults import SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.slime.launch import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,8 +21,8 @@ import pytest
 from agent.fakes import TASK, WINNING_PAGES, FakeEnv, observation
 from slime_hooks.model_text import WINNING, loss_mask_spans
 
-from shopsimrl.agent import DEFAULT_MAX_TURNS
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, first_user_message, with_turns_left
+from shopsimrl.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.env.pages import all_tools
 from shopsimrl.env.types import Observation
 from shopsimrl.slime.harness.double.rollout import Sample, slime_args

@@ -128,9 +128,9 @@ def test_selection_informative_puts_the_data_source_on_slime_s_command_line(tmp_
 
 
 def test_under_our_adaptive_rollout_function_the_selector_explores_over_the_adaptive_horizon(args, kit):
+    from shopsimrl.defaults import ROLLOUT_FUNCTION_PATH
     from shopsimrl.sampling.adaptive import ADAPTIVE_EXPLORE_HORIZON_EPOCHS
     from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS
-    from shopsimrl.slime.defaults import ROLLOUT_FUNCTION_PATH
 
     assert SelectorDataSource(args, sample_cls=kit.Sample).selector.explore_horizon_epochs == EXPLORE_HORIZON_EPOCHS
     args.rollout_function_path = ROLLOUT_FUNCTION_PATH

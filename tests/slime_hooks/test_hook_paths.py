@@ -10,9 +10,9 @@ import importlib
 
 import pytest
 
+from shopsimrl.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.slime import data_source, evaluation, generate, metrics, rewards, rollout_fn
 from shopsimrl.slime import filter as group_filter
-from shopsimrl.slime.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 
 #: slime flag -> (the stable path users hold, the implementation it must be)
 HOMES = {

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopsimrl.agent import DEFAULT_MAX_TURNS
+from shopsimrl.defaults import DEFAULT_MAX_TURNS
 from shopsimrl.slime.samples import max_turns
 
 OLD_KEY_WARNING = ("the custom-config key shopsim_max_steps is deprecated and will be removed in the next release: "

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT
+from shopsimrl.defaults import HOOKS
 from shopsimrl.io import atomic_write_text
-from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.harness import workspace
 from shopsimrl.slime.harness.children import Children, child_env, child_result, die_with_parent
 from shopsimrl.slime.harness.leg import launcher_argv

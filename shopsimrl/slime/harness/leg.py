@@ -33,12 +33,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.defaults import HOOKS
 from shopsimrl.io import atomic_write_text
 from shopsimrl.sampling import group_verdict
 from shopsimrl.sampling.picker import Picker as PromptSelector
 from shopsimrl.sampling.verdict import iter_samples
 from shopsimrl.slime.data_source import SelectorDataSource
-from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.harness.children import die_with_parent
 from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
 from shopsimrl.slime.harness.tie_order import in_creation_order

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.errors import InfraFailure
+
 
 @dataclass
 class ActorControl:
@@ -29,7 +31,7 @@ class ActorControl:
 ACTOR = ActorControl()
 
 
-class HarnessCrash(RuntimeError):
+class HarnessCrash(InfraFailure, RuntimeError):
     """The crash the harness injects into the training actor (a node lost mid-run)."""
 
 
