@@ -135,8 +135,8 @@ MUTATIONS = (
     Mutation("replay-ignores-wave-submission-time", "R15",
              "test_r15_abort_once_target_kept_even_with_groups_of_two_waves_in_flight",
              SAMPLING + "replay.py",
-             "heapq.heappush(pending, (now + supply[action.index][1], action.index))",
-             "heapq.heappush(pending, (supply[action.index][1], action.index))"),
+             "heapq.heappush(self.pending, (t + self.supply[start.index][1], start.index))",
+             "heapq.heappush(self.pending, (self.supply[start.index][1], start.index))"),
     # §4 no eviction
     Mutation("eviction", "R17",
              "test_r17_no_eviction_a_kept_fallback_stays_when_more_groups_with_spread_than_free_slots_finish_together",
@@ -291,24 +291,40 @@ MUTATIONS = (
 )
 
 
-# Every shell is a pump around RolloutStep: break one pump at a time, and the four-shell conformance test
-# (tests/sampling/test_conformance.py) must notice.  Kept apart from the rules' mutations above.
-SHELLS = "test_conformance.py::test_every_shell_makes_the_same_decisions_drops_and_abort_point"
+# Every shell is a shell of the one pump (sampling/pump.py): break the pump, or one shell at a time, and the pump's
+# tests or the conformance test (every shell against the reference step, tests/sampling/test_conformance.py) must
+# notice.  Kept apart from the rules' mutations above.
+SHELLS = "test_conformance.py::test_every_shell_makes_the_reference_steps_decisions_drops_and_abort_point"
 SHELL_MUTATIONS = (
+    Mutation("pump-drops-the-cancel", "pump",
+             "test_pump.py::test_a_pumped_step_ends_with_every_started_group_measured_or_cancelled",
+             SAMPLING + "pump.py",
+             "        shell.cancel(abort.indices)\n        return run.close(t)", "        return run.close(t)"),
+    Mutation("driver-measures-the-batchs-first-group", "pump", SHELLS,
+             "shopsimrl/rollout/driver.py",
+             "group = self._back[index]\n", "group = self._back[min(self._back)]\n"),
     Mutation("driver-first-stage-reads-one-sibling", "pump", SHELLS,
              "shopsimrl/rollout/driver.py",
-             "[e.reward if e.scored else None for e in group.episodes]",
-             "[e.reward if e.scored else None for e in group.episodes[:1]] * len(group.episodes)"),
-    Mutation("slime-judges-a-rest-without-its-first-k", "pump", SHELLS,
+             "[e.reward if e.scored else None for e in self._back[index].episodes]",
+             "[e.reward if e.scored else None for e in self._back[index].episodes[:1]] * 2"),
+    Mutation("slime-judges-a-rest-without-its-first-k", "pump",
+             "test_conformance_slime.py::test_slimes_rollout_function_makes_the_reference_steps_decisions",
              "shopsimrl/slime/rollout_fn.py",
              "return batch.judge(index, generation.whole(index, group))", "return batch.judge(index, group)"),
-    Mutation("simulator-takes-one-group-per-instant", "pump", SHELLS,
+    Mutation("simulator-measures-the-previous-group", "pump", SHELLS,
              "shopsimrl/simulate/engine.py",
-             "act(rs.finished([back(i) for i in ended]))", "act(rs.finished([back(i) for i in ended[:1]]))"),
+             "rewards = self.judged[index] = self.flight.rewards(index)",
+             "rewards = self.judged[index] = self.flight.rewards(max(index - 1, 0))"),
     Mutation("replay-judges-the-previous-group", "pump", SHELLS,
-             "shopsimrl/sampling/replay.py",
-             "act(step.finished([(i, supply[i][0], None) for i in batch]))",
-             "act(step.finished([(i, supply[max(i - 1, 0)][0], None) for i in batch]))"),
+             SAMPLING + "replay.py",
+             "return self.supply[index][0], None", "return self.supply[max(index - 1, 0)][0], None"),
+    Mutation("replay-recorded-reads-a-batch-backwards", "pump", SHELLS,
+             SAMPLING + "recorded.py",
+             "        return batch\n", "        return batch[::-1]\n"),
+    Mutation("check-prompt-source-forgets-what-it-started", "pump",
+             "test_conformance.py::test_check_prompt_source_names_the_promise_a_broken_source_breaks",
+             SAMPLING + "conformance.py",
+             "self.started.append(start.prompt)", "self.started.append(object())"),
 )
 
 # slime's asynchronous loop (train_async.py, ASYNC=1): break it, and its harness leg's checks must fail.  The witness

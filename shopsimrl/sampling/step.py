@@ -1,8 +1,8 @@
 """``RolloutStep``: one rollout step as a sans-I/O object, in the style of h11: events in, actions out.
 
 It owns everything one step decides, and how a step is driven, written once for the main job's
-driver, slime's rollout function, the simulator, ``replay`` and ``replay_recorded`` (each a pump
-around it: start what the actions say, feed back what finished, write what it is told):
+driver, slime's rollout function, the simulator, ``replay`` and ``replay_recorded`` (each a shell
+of the one pump, :mod:`shopsimrl.sampling.pump`, which carries out the actions and feeds back what finished):
 
 - the :class:`~shopsimrl.sampling.controller.WaveController` (slime's drop rule, ``remaining``,
   the fallback, abort at ``target`` kept, the consecutive-failure stop: the one place it is decided);
