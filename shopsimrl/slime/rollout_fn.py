@@ -5,7 +5,7 @@ slime calls ``generate_rollout(args, rollout_id, data_source, evaluation=False)`
 ``RolloutFnTrainOutput(samples, metrics)`` with ``rollout_batch_size`` groups.  This
 function does what slime's ``generate_rollout_async`` does (same generation
 primitives: ``GenerateState``, ``generate_and_rm_group``, ``abort``; the same
-filter call, drop metrics, sample filter and all-samples hook) with one change:
+drop rule and drop metrics, sample filter and all-samples hook) with one change:
 instead of whole waves of ``over_sampling_batch_size`` it submits the groups the
 :class:`~shopsimrl.sampling.adaptive.AdaptiveWaves` rule asks for, one prompt at a
 time from the :class:`~shopsimrl.slime.data_source.SelectorDataSource`, and
@@ -14,11 +14,13 @@ rule, the fallback and ``remaining``.  When the batch is full it calls slime's `
 (servers aborted until idle, every pending group awaited); partial groups slime
 hands back go to the data source, as slime's ``generate_rollout`` does.
 
-Evaluation is slime's own ``generate_rollout``.  The consecutive-failure stop is the step's, as in every
-shell: its controller feeds the hook's own guard (``SlimeHookState.guard_for``: the same limit, trace
-folder and streak across steps, and the same error, naming slime's ``group_index``), and the filter hook,
-told so through the hook state, leaves the guard alone (on slime's own loop it is the hook that feeds
-it).  The step raises the stop once the batch it ends is filtered.  Setting (custom config):
+Each group is judged once, from its samples (:meth:`SlimeBatch.judge`): the dynamic-sampling filter hook
+is slime's own loop's, and is not called here (a filter path other than ours is refused, since the step
+applies our rule).  The step's ``close()`` settles the data source: every group decided, surplus
+included, and every group aborted (``DataSourceGroups``).  Evaluation is slime's own ``generate_rollout``.
+The consecutive-failure stop is the step's, as in every shell: its controller feeds the hook state's guard
+(``SlimeHookState.guard_for``: the same limit, trace folder and streak across steps, and the same error,
+naming slime's ``group_index``).  The step raises the stop once the batch it ends is decided.  Setting (custom config):
 ``shopsim_wave_cushion`` (default ``DEFAULT_CUSHION`` expected informative groups).  Requires ``--data-source-path
 shopsimrl.slime.data_source.SelectorDataSource``.
 
@@ -52,10 +54,14 @@ from shopsimrl.sampling.step import (
 )
 from shopsimrl.sampling.verdict import group_label
 from shopsimrl.slime.batch import SlimeBatch
+from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.group_tasks import GroupGeneration
 from shopsimrl.slime.prompt_groups import DataSourceGroups
-from shopsimrl.slime.samples import max_consecutive_failed_groups, trace_dir
+from shopsimrl.slime.settings import slime_settings
 from shopsimrl.slime.state import hook_state
+
+#: The filter paths the step's own judging stands for: the stable one the launcher writes, and the implementation.
+OUR_FILTER_PATHS = frozenset({HOOKS["--dynamic-sampling-filter-path"], "shopsimrl.slime.filter.fully_scored_group_filter"})
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
@@ -70,6 +76,12 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
         raise ValueError(
             "shopsimrl.slime.rollout_fn.generate_rollout sizes waves from the prompt selector's predictions: "
             "set --data-source-path shopsimrl.slime.data_source.SelectorDataSource"
+        )
+    path = getattr(args, "dynamic_sampling_filter_path", None)
+    if path is not None and path not in OUR_FILTER_PATHS:
+        raise ValueError(
+            f"shopsimrl.slime.rollout_fn.generate_rollout judges groups with ShopSim's own rule; it cannot apply "
+            f"--dynamic-sampling-filter-path {path}: set it to {HOOKS['--dynamic-sampling-filter-path']} or drop it"
         )
     samples, metrics, aborted = run(adaptive_rollout_async(args, rollout_id, data_source))
     if aborted:
@@ -106,7 +118,7 @@ async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -
         if step.runs_first_k(index):
             generation.heads[index] = group = list(group)
             return FirstStage(index, batch.first_stage_rewards(group))
-        return batch.judge(index, generation.whole(index, group))
+        return (index, *batch.judge(index, generation.whole(index, group)))
 
     act(step.start())
     while not step.done:
@@ -126,19 +138,20 @@ def rollout_step(args: Any, data_source: Any) -> RolloutStep:
     data source, staged siblings when asked for, and the hook state's consecutive-failure guard (module
     docstring)."""
     target, wave = int(args.rollout_batch_size), int(args.over_sampling_batch_size)
-    cushion = getattr(args, "shopsim_wave_cushion", None)  # 0 is a valid cushion: no `or` default
-    state = hook_state()
-    with state.lock:
-        state.stop_decided_by_step = True  # the filter hook leaves the guard to the step from now on
-        guard = state.guard_for(max_consecutive_failed_groups(args), trace_dir(args))
+    settings = slime_settings(args)
+    guard = hook_state().guard_for(settings.max_consecutive_failed_groups, settings.trace_dir)
+    cushion = DEFAULT_CUSHION if settings.wave_cushion is None else settings.wave_cushion  # 0 is a valid cushion
     return new_step(target, wave, int(args.n_samples_per_prompt), source=DataSourceGroups(data_source),
-                    waves=WaveMode.ADAPTIVE, cushion=DEFAULT_CUSHION if cushion is None else float(cushion),
-                    staging=staging_of(args), guard=guard, group_name=group_label)
+                    waves=WaveMode.ADAPTIVE, cushion=cushion, staging=staging_of(args), guard=guard,
+                    group_name=group_label)
+
+
 def staging_of(args: Any) -> StagedSiblings | None:
     """``shopsim_siblings`` / ``shopsim_stage_size`` (custom config) as the step's staging, or ``None``."""
-    if Siblings.parse(getattr(args, "shopsim_siblings", None) or Siblings.ALL) is not Siblings.STAGED:
+    settings = slime_settings(args)
+    if Siblings.parse(settings.siblings or Siblings.ALL) is not Siblings.STAGED:
         return None
-    if getattr(args, "group_rm", False):
+    if settings.group_rm:
         raise ValueError("shopsim_siblings: staged submits siblings one by one; a group reward model (--group-rm) "
                          "needs the whole group at once: drop one of the two")
-    return StagedSiblings.of(int(args.n_samples_per_prompt), getattr(args, "shopsim_stage_size", None))
+    return StagedSiblings.of(int(args.n_samples_per_prompt), settings.stage_size)

@@ -25,7 +25,8 @@ user's slime:
     waits for every pending group task -- it cancels nothing.
 
 :func:`install` registers the double as ``slime.rollout.sglang_rollout`` in ``sys.modules``
-(where ``shopsimrl.slime.abort`` looks for slime's ``GenerateState``).
+(where ``shopsimrl.slime.abort`` looks for slime's ``GenerateState``), with the rest of slime's
+package the hooks import (:mod:`.slime_modules`).
 """
 
 from __future__ import annotations
@@ -169,14 +170,18 @@ def slime_args(**overrides: Any) -> types.SimpleNamespace:
 
 
 def install(monkeypatch: Any = None) -> types.ModuleType:
-    """Register this double as ``slime.rollout.sglang_rollout`` (with a fresh singleton)."""
+    """Register the double as slime's package in ``sys.modules`` (this module as ``slime.rollout.sglang_rollout``,
+    with a fresh singleton; the rest: :mod:`.slime_modules`); returns the ``sglang_rollout`` module.  With
+    ``monkeypatch`` (pytest's), every entry is undone after the test."""
+    # the rest of slime's package: only when installed
+    from shopsimrl.slime.harness.double.slime_modules import generate_rollout, modules
+
     SingletonMeta.clear_instances(GenerateState)
     module = types.ModuleType("slime.rollout.sglang_rollout")
     for name in ("GenerateState", "Sample", "generate_and_rm", "generate_and_rm_group", "abort"):
         setattr(module, name, globals()[name])
-    packages = {"slime": types.ModuleType("slime"), "slime.rollout": types.ModuleType("slime.rollout"),
-                "slime.rollout.sglang_rollout": module}
-    for name, value in packages.items():
+    module.generate_rollout = generate_rollout
+    for name, value in modules(module, Sample).items():
         if monkeypatch is not None:
             monkeypatch.setitem(sys.modules, name, value)
         else:
