@@ -37,6 +37,16 @@ KNOWN_LONG: dict[str, str] = {}
 #: modules with imports inside functions that do not yet say why (each was being edited elsewhere when the
 #: rule grew from the command layer to the whole package); a module leaves the list once all of its say why
 KNOWN_SILENT_LAZY: dict[str, str] = {}
+#: the step's actions (and the event item a shell reports a staged group's first K with): only the pump dispatches
+#: over them; every shell implements ``sampling.pump.Shell`` instead
+STEP_ACTIONS = frozenset({"Start", "GroupDecision", "WaveOpened", "StoppedEarly", "AbortRest", "StopRun",
+                          "FirstStage", "StepDone"})
+#: where a dispatch over them belongs: the pump carries out the actions; the step reads its own events (a whole
+#: group, or a staged group's first K)
+ACTION_DISPATCH_HOME = frozenset({"sampling/pump.py", "sampling/step.py"})
+KNOWN_ACTION_DISPATCH: dict[str, str] = {
+    "slime/rollout_fn.py": "issue 43",  # until slime's rollout function is on apump
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -208,3 +218,48 @@ def test_modules_are_short() -> None:
     assert not KNOWN_LONG.keys() - long, f"now short: remove {sorted(KNOWN_LONG.keys() - long)} from KNOWN_LONG"
     commands = {name: n for name, n in lengths.items() if name.startswith("commands/") and n > MAX_COMMAND_LINES}
     assert not commands, f"command modules over {MAX_COMMAND_LINES} lines: {commands}"
+
+
+def _action_dispatch(path: Path) -> list[int]:
+    """Lines of ``path`` that branch on a step action's type: ``isinstance(x, Start)``, ``type(x) is StopRun``, or a
+    ``case WaveOpened(...)`` pattern."""
+    def named(node: ast.AST) -> bool:
+        nodes = node.elts if isinstance(node, ast.Tuple) else [node]
+        return any((n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None)
+                   in STEP_ACTIONS for n in nodes)
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            hit = len(node.args) == 2 and named(node.args[1])
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) and ast.unparse(node.left.func) == "type":
+            hit = any(named(c) for c in node.comparators)
+        elif isinstance(node, ast.MatchClass):
+            hit = named(node.cls)
+        else:
+            continue
+        if hit:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_pump_dispatches_over_the_steps_actions() -> None:
+    found = {name: lines for path in MODULES.values()
+             if (name := str(path.relative_to(PACKAGE))) not in ACTION_DISPATCH_HOME
+             and (lines := _action_dispatch(path))}
+    assert found.keys() - KNOWN_ACTION_DISPATCH.keys() == set(), (
+        f"dispatch over the step's actions outside the pump (implement sampling.pump.Shell instead): "
+        f"{ {k: v for k, v in found.items() if k not in KNOWN_ACTION_DISPATCH} }")
+    assert not KNOWN_ACTION_DISPATCH.keys() - found.keys(), (
+        f"on the pump now: remove {sorted(KNOWN_ACTION_DISPATCH.keys() - found.keys())} from KNOWN_ACTION_DISPATCH")
+
+
+def test_the_dispatch_reader_sees_isinstance_type_and_match(tmp_path: Path) -> None:
+    path = tmp_path / "shell.py"
+    path.write_text(
+        "def a(x):\n    return isinstance(x, (int, Start))\n\n\n"
+        "def b(x):\n    return type(x) is step.StopRun\n\n\n"
+        "def c(x):\n    match x:\n        case WaveOpened():\n            return 1\n\n\n"
+        "def d(x):\n    return isinstance(x, int) or type(x) is Opened\n",
+        encoding="utf-8")
+    assert _action_dispatch(path) == [2, 6, 11]

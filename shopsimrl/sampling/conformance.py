@@ -25,8 +25,9 @@ import random
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from shopsimrl.sampling.pump import Hooks, pump
 from shopsimrl.sampling.source import PromptSource
-from shopsimrl.sampling.step import Start, StopRun, new_step
+from shopsimrl.sampling.step import Start, new_step
 from shopsimrl.sampling.verdict import Verdict
 
 
@@ -81,32 +82,51 @@ def _hand_out_twice(source: PromptSource, k: int) -> None:
 
 def _one_step(source: PromptSource, waves: str, seed: int) -> None:
     """A step of random results: no prompt started twice; none in flight once closed (the next ask sees all)."""
-    rng = random.Random(seed)
     skipped = source.skipped_turns
     _require(isinstance(skipped, int) and skipped >= 0, f"skipped_turns must be an integer >= 0, got {skipped!r}")
-    step = new_step(4, 8, 4, source=source, waves=waves, max_consecutive_failed_groups=10**6)
-    started: list[Any] = []
-    flying: list[int] = []
-
-    def act(actions: list[Any]) -> None:
-        for a in actions:
-            if isinstance(a, Start):
-                started.append(a.prompt)
-                flying.append(a.index)
-            _require(not isinstance(a, StopRun), "the step stopped on technical groups it was never told of")
-
-    act(step.start())
-    while not step.done and flying:
-        index = flying.pop(rng.randrange(len(flying)))
-        kind = rng.choice([Verdict.VARIED, Verdict.ZERO_STD, Verdict.TECHNICAL])
-        rewards = None if kind is Verdict.TECHNICAL else ([0.0, 1.0] if kind is Verdict.VARIED else [1.0, 1.0])
-        act(step.finished([(index, kind, rewards)]))
-    step.close()
+    shell = _RandomResults(random.Random(seed))
+    pump(new_step(4, 8, 4, source=source, waves=waves, max_consecutive_failed_groups=10**6), shell)
+    started = shell.started
     _require(isinstance(source.skipped_turns, int) and source.skipped_turns >= skipped,
              f"skipped_turns went from {skipped} to {source.skipped_turns!r} in a step: it must never decrease")
     twice = {str(p) for p in started if started.count(p) > 1}
     _require(not twice, f"a {waves}-wave step started prompts twice: {sorted(twice)}")
     _hand_out_twice(source, 2)
+
+
+class _RandomResults(Hooks):
+    """The check's shell: one group at a time, picked at random among those in flight, comes back with a random
+    verdict (and made-up rewards)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.started: list[Any] = []  # every prompt a Start named
+        self.flying: list[int] = []
+
+    def now(self) -> float:
+        return 0.0
+
+    def start(self, start: Start, *, first_stage: bool, t: float) -> None:
+        self.started.append(start.prompt)
+        self.flying.append(start.index)
+
+    def next_finished(self) -> list[int] | None:
+        if not self.flying:
+            return None
+        return [self.flying.pop(self.rng.randrange(len(self.flying)))]
+
+    def measure(self, index: int) -> tuple[Verdict, list[float] | None]:
+        kind = self.rng.choice([Verdict.VARIED, Verdict.ZERO_STD, Verdict.TECHNICAL])
+        return kind, None if kind is Verdict.TECHNICAL else ([0.0, 1.0] if kind is Verdict.VARIED else [1.0, 1.0])
+
+    def measure_first_k(self, index: int) -> list[float | None]:
+        raise SourceContractError("the check starts every group whole")
+
+    def cancel(self, indices: tuple[int, ...]) -> None:
+        """Nothing runs: the groups in flight are simply never finished."""
+
+    def stopping(self, error: Exception, t: float) -> None:
+        _require(False, "the step stopped on technical groups it was never told of")
 
 
 def check_prompt_source(make: Callable[[], PromptSource], *, seed: int = 0) -> None:

@@ -16,8 +16,8 @@ The wave mode says which loop ran the step, and so how its record reads:
 - ``adaptive``: our rollout function, a pump around ``RolloutStep``.  What its sizer opened is in
   the record, and :class:`RecordedRefills` opens it again; it decides a batch in submission order.
 
-Either way the record is pumped through a :class:`~shopsimrl.sampling.step.RolloutStep`, as the run's
-own step (the consecutive-failure stop included).  A record the step's protocol refuses (a batch after
+Either way the record is pumped (:func:`~shopsimrl.sampling.pump.pump`) through a
+:class:`~shopsimrl.sampling.step.RolloutStep`, as the run's own step (the consecutive-failure stop included).  A record the step's protocol refuses (a batch after
 the step was full, a group that was never opened or finished twice) raises
 :class:`~shopsimrl.sampling.controller.ControllerStateError`.
 """
@@ -30,8 +30,9 @@ from typing import NamedTuple
 from shopsimrl.sampling.controller import ControllerStateError, WaveController
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
 from shopsimrl.sampling.modes import WaveMode
+from shopsimrl.sampling.pump import Hooks, pump
 from shopsimrl.sampling.source import PromptSource
-from shopsimrl.sampling.step import RolloutStep, Start, StepDone, StopRun, new_step
+from shopsimrl.sampling.step import RolloutStep, Start, StepDone, new_step
 from shopsimrl.sampling.supply import SupplyOrder
 from shopsimrl.sampling.verdict import Verdict
 
@@ -84,34 +85,68 @@ def replay_recorded(
     if fixed and any(type(e) is Opened for e in events):
         raise ValueError("a record of slime's own loop (fixed waves) holds batches only: its waves open by "
                          "its inner-loop rule, not by the record")
-    if fixed:
+    refills = None if fixed else RecordedRefills()
+    if refills is None:
         step = new_step(rollout_batch_size, over_sampling_batch_size, 1, source=SupplyOrder(None), waves=waves,
                         guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups, tell_source=False)
     else:
-        refills = RecordedRefills()
         step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=SupplyOrder(None), sizer=refills,
                            guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups,
                            tell_source=False)
-    position = 0
+    return pump(step, _Record(step, events, refills), in_order=fixed)
 
-    def due() -> None:
+
+class _Record(Hooks):
+    """``replay_recorded``'s shell: the record's batches, one per wake-up, each read in the order it was filtered;
+    the groups the record opened are due to the sizer before the batch that follows them."""
+
+    def __init__(self, step: RolloutStep, events: list[Opened | Finished], refills: RecordedRefills | None) -> None:
+        self.step, self.events, self.refills = step, events, refills
+        self.position = 0
+        self.verdicts: dict[int, Verdict] = {}
+        self._due()
+
+    def _due(self) -> None:
         """The record's next groups opened (adaptive), to be opened when the step next asks its sizer."""
-        nonlocal position
-        while not fixed and position < len(events) and type(events[position]) is Opened:
-            refills.due += events[position].count  # type: ignore[union-attr]
-            position += 1
+        while self.refills is not None and self.position < len(self.events):
+            event = self.events[self.position]
+            if type(event) is not Opened:
+                break
+            self.refills.due += event.count
+            self.position += 1
 
-    due()
-    actions = step.start()
-    while position < len(events):
-        event = events[position]
-        position += 1
-        due()
-        actions = step.finished([(int(i), Verdict.parse(v), None) for i, v in event.completions],  # type: ignore[union-attr]
-                                in_order=fixed)
-        if actions and isinstance(actions[-1], StopRun):
-            raise actions[-1].error
-    if not fixed and refills.due:  # groups opened after the step ended (or never asked for)
-        raise ControllerStateError(f"state {step.state}: the record opens {refills.due} groups the step never asked "
-                                   "for (after its batch was full)")
-    return step.close()
+    def now(self) -> float:
+        return float(self.position)  # nothing is timed: the record's position
+
+    def start(self, start: Start, *, first_stage: bool, t: float) -> None:
+        """The run started it: nothing to do."""
+
+    def next_finished(self) -> list[int] | None:
+        """The next batch (``None``: the record ends; what is in flight is aborted)."""
+        if self.position >= len(self.events):
+            return None
+        event = self.events[self.position]
+        self.position += 1
+        self._due()
+        assert type(event) is Finished
+        batch = [int(i) for i, _v in event.completions]
+        self.verdicts.update((int(i), Verdict.parse(v)) for i, v in event.completions)
+        return batch
+
+    def measure(self, index: int) -> tuple[Verdict, None]:
+        return self.verdicts[index], None
+
+    def measure_first_k(self, index: int) -> list[float | None]:
+        raise AssertionError("a recorded step starts every group whole")
+
+    def cancel(self, indices: tuple[int, ...]) -> None:
+        """The step ended: a record that goes on (a batch after the step was full, groups opened the step never
+        asked for) breaks the protocol."""
+        left = sum(1 for e in self.events[self.position:] if type(e) is Finished)
+        if left:
+            raise ControllerStateError(f"state {self.step.state}: the record holds {left} more batches after the "
+                                       f"step kept {self.step.kept}/{self.step.target} groups (a batch after the "
+                                       "step was full)")
+        if self.refills is not None and self.refills.due:  # groups opened after the step ended (or never asked for)
+            raise ControllerStateError(f"state {self.step.state}: the record opens {self.refills.due} groups the "
+                                       "step never asked for (after its batch was full)")

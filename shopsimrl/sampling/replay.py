@@ -22,7 +22,8 @@ from shopsimrl.sampling.controller import GroupDecision
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
 from shopsimrl.sampling.knobs import DEFAULT_OVER_SAMPLING_BATCH_SIZE, DEFAULT_ROLLOUT_BATCH_SIZE
-from shopsimrl.sampling.step import Action, FixedWaves, RolloutStep, Start, StepDone, StopRun, WaveOpened
+from shopsimrl.sampling.pump import Hooks, pump
+from shopsimrl.sampling.step import FixedWaves, RolloutStep, Start, StepDone, WaveOpened
 from shopsimrl.sampling.supply import SupplyExhausted, SupplyOrder, SupplyShort, parse_supply
 from shopsimrl.sampling.verdict import Verdict
 
@@ -108,32 +109,51 @@ def replay(
     step = RolloutStep(rollout_batch_size, over_sampling_batch_size, source=SupplyOrder(len(supply)),
                        sizer=FixedWaves(1), guard=guard, max_consecutive_failed_groups=max_consecutive_failed_groups,
                        tell_source=False)
-    pending: list[tuple[float, int]] = []  # (completion time, index): a heap
-    events: list[ReplayEvent] = []
-    wave_times: list[float] = []
-    now = 0.0
-
-    def act(actions: list[Action]) -> None:
-        for action in actions:
-            if isinstance(action, GroupDecision):
-                events.append(ReplayEvent(now, action))
-            elif isinstance(action, Start):
-                heapq.heappush(pending, (now + supply[action.index][1], action.index))
-            elif isinstance(action, WaveOpened):
-                wave_times.append(now)
-            elif isinstance(action, StopRun):
-                raise action.error
-
+    shell = _Timed(step, supply)
     try:
-        act(step.start())
-        while not step.done:
-            if not pending:  # cannot happen: a step that needs a wave always gets one
-                raise AssertionError(f"step stalled in state {step.state}: {step.controller.summary()}")
-            now, index = heapq.heappop(pending)
-            batch = [index]
-            while pending and pending[0][0] == now:  # simultaneous completions: one batch
-                batch.append(heapq.heappop(pending)[1])
-            act(step.finished([(i, supply[i][0], None) for i in batch]))
+        done = pump(step, shell)
     except SupplyShort as short:
-        raise short.exhausted(step.controller, now) from None
-    return ReplayResult.of(step.close(), events, wave_times, now)
+        raise short.exhausted(step.controller, shell.t) from None
+    return ReplayResult.of(done, shell.events, shell.wave_times, shell.t)
+
+
+class _Timed(Hooks):
+    """``replay``'s shell: a group submitted at t completes at t + its duration; completions at one time are one
+    batch (module docstring)."""
+
+    def __init__(self, step: RolloutStep, supply: Sequence[tuple[Verdict, float]]) -> None:
+        self.step, self.supply = step, supply
+        self.pending: list[tuple[float, int]] = []  # (completion time, index): a heap
+        self.events: list[ReplayEvent] = []
+        self.wave_times: list[float] = []
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def start(self, start: Start, *, first_stage: bool, t: float) -> None:
+        heapq.heappush(self.pending, (t + self.supply[start.index][1], start.index))
+
+    def next_finished(self) -> list[int]:
+        if not self.pending:  # cannot happen: a step that needs a wave always gets one
+            raise AssertionError(f"step stalled in state {self.step.state}: {self.step.controller.summary()}")
+        self.t, index = heapq.heappop(self.pending)
+        batch = [index]
+        while self.pending and self.pending[0][0] == self.t:  # simultaneous completions: one batch
+            batch.append(heapq.heappop(self.pending)[1])
+        return batch
+
+    def measure(self, index: int) -> tuple[Verdict, None]:
+        return self.supply[index][0], None
+
+    def measure_first_k(self, index: int) -> list[float | None]:
+        raise AssertionError("replay starts every group whole")
+
+    def cancel(self, indices: tuple[int, ...]) -> None:
+        """Groups still pending never complete (nothing to undo)."""
+
+    def opened(self, wave: WaveOpened, t: float) -> None:
+        self.wave_times.append(t)
+
+    def decided(self, decision: GroupDecision, t: float) -> None:
+        self.events.append(ReplayEvent(t, decision))

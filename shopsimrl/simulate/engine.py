@@ -31,20 +31,10 @@ from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMode
 from shopsimrl.sampling.picker import Picker
+from shopsimrl.sampling.pump import Hooks, pump
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import (
-    AbortRest,
-    Action,
-    Completion,
-    FirstStage,
-    Start,
-    StepDone,
-    StoppedEarly,
-    StopRun,
-    WaveOpened,
-    new_step,
-)
+from shopsimrl.sampling.step import RolloutStep, Start, StepDone, WaveOpened, new_step
 from shopsimrl.sampling.verdict import reward_spread_verdict, rewards_verdict
 from shopsimrl.simulate.events import StepEvents
 from shopsimrl.simulate.inflight import GroupsInFlight
@@ -263,47 +253,60 @@ def _simulate_step(
     the world trains on them at once, as ``train.py`` does before the next rollout)."""
     rs = new_step(knobs.rollout_batch_size, knobs.over_sampling_batch_size, knobs.n_samples_per_prompt,
                   source=source, waves=waves, cushion=cushion, staging=staging, guard=guard)
-    flight = GroupsInFlight(world, knobs.n_samples_per_prompt, capacity)
-    log = StepEvents(step)
-    judged: dict[int, list[float] | None] = {}  # rewards the filter saw (K for a group stopped early)
-    weights: dict[int, float] = {}  # the source's importance weight of each group's hand-out
-    now = 0.0
-
-    def back(index: int) -> Completion | FirstStage:
-        if rs.runs_first_k(index):
-            return FirstStage(index, flight.first_rewards(index))
-        judged[index] = flight.rewards(index)
-        return index, rewards_verdict(judged[index]), judged[index]
-
-    def act(actions: list[Action]) -> None:
-        opened: list[Start] = []
-        for a in actions:
-            if isinstance(a, Start):
-                weights.setdefault(a.index, source.weight(a.prompt))  # in flight now (a staged rest: its first's)
-                if flight.start(a):
-                    opened.append(a)
-            elif isinstance(a, WaveOpened):
-                log.wave(now, opened, a.remaining)
-                opened = []
-            elif isinstance(a, GroupDecision):
-                log.decision(now, rs.prompts[a.index], a)
-            elif isinstance(a, StoppedEarly):
-                judged[a.index] = flight.first_rewards(a.index)  # type: ignore[assignment]  # all K scored
-            elif isinstance(a, AbortRest):
-                flight.cancel(a.indices)
-            elif isinstance(a, StopRun):
-                raise a.error
-
-    act(rs.start())
-    while not rs.done:
-        now, ended = flight.next()
-        act(rs.finished([back(i) for i in ended]))
-    done = rs.close()  # results reach the selector at step end, as in the driver: no prompt twice in one step
-    log.abort(now, done.aborted)
-    scored = _learn(step, rs.prompts, done, judged, train or world.train, groups, weights)
-    record = _record(step, done, scored, rs.stage_counts, episodes=flight.episodes, wall_s=now,
+    shell = _Simulated(rs, GroupsInFlight(world, knobs.n_samples_per_prompt, capacity), source, StepEvents(step))
+    done = pump(rs, shell)  # results reach the selector at step end, as in the driver: no prompt twice in one step
+    scored = _learn(step, rs.prompts, done, shell.judged, train or world.train, groups, shell.weights)
+    record = _record(step, done, scored, rs.stage_counts, episodes=shell.flight.episodes, wall_s=shell.now(),
                      mean_pass_rate=world.mean_pass_rate(), selector=source.pop_stats())
-    return record, log.events
+    return record, shell.log.events
+
+
+class _Simulated(Hooks):
+    """The simulator's shell: :class:`GroupsInFlight` plays and times the groups the step starts; groups that finish
+    at one instant come back together.  It keeps the rewards the filter judged (``K`` for a group stopped early)
+    and the source's importance weight of each group's hand-out."""
+
+    def __init__(self, step: RolloutStep, flight: GroupsInFlight, source: Picker, log: StepEvents) -> None:
+        self.step, self.flight, self.source, self.log = step, flight, source, log
+        self.judged: dict[int, list[float] | None] = {}  # rewards the filter saw (K for a group stopped early)
+        self.weights: dict[int, float] = {}  # the source's importance weight of each group's hand-out
+        self.opening: list[Start] = []  # the new groups of the wave being opened
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def start(self, start: Start, *, first_stage: bool, t: float) -> None:
+        self.weights.setdefault(start.index, self.source.weight(start.prompt))  # a staged rest: its first's
+        if self.flight.start(start):
+            self.opening.append(start)
+
+    def next_finished(self) -> list[int]:
+        self.t, ended = self.flight.next()
+        return ended
+
+    def measure(self, index: int) -> tuple[Verdict, list[float] | None]:
+        rewards = self.judged[index] = self.flight.rewards(index)
+        return rewards_verdict(rewards), rewards
+
+    def measure_first_k(self, index: int) -> list[float | None]:
+        return self.flight.first_rewards(index)
+
+    def cancel(self, indices: tuple[int, ...]) -> None:
+        self.flight.cancel(indices)
+
+    def opened(self, wave: WaveOpened, t: float) -> None:
+        self.log.wave(t, self.opening, wave.remaining)
+        self.opening = []
+
+    def decided(self, decision: GroupDecision, t: float) -> None:
+        self.log.decision(t, self.step.prompts[decision.index], decision)
+
+    def stopped_early(self, index: int, t: float) -> None:
+        self.judged[index] = self.flight.first_rewards(index)  # type: ignore[assignment]  # all K scored
+
+    def closed(self, done: StepDone, t: float) -> None:
+        self.log.abort(t, done.aborted)
 
 
 def _learn(step: int, prompts: dict[int, Any], done: StepDone, judged: dict[int, list[float] | None],

@@ -187,13 +187,13 @@ def test_all_wrong_groups_dropped_as_zero_std_keep_their_triage_and_reach_the_fa
 
 def test_triage_is_on_disk_before_the_controller_judges_the_group(tmp_path, monkeypatch):
     seen: list[bool] = []
-    original = StepDriver._back  # what came back of each finished group, before the step hears of it
+    original = StepDriver.measure  # what came back of each finished group, before the step hears of it
 
-    def spy(self, group):
-        seen.append(self.paths.triage_file(group.index).exists())
-        return original(self, group)
+    def spy(self, index):
+        seen.append(self.paths.triage_file(index).exists())
+        return original(self, index)
 
-    monkeypatch.setattr(StepDriver, "_back", spy)
+    monkeypatch.setattr(StepDriver, "measure", spy)
     run_synthetic(tmp_path)
     assert seen and all(seen)
 
