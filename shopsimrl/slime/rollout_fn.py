@@ -3,9 +3,9 @@
 slime calls ``generate_rollout(args, rollout_id, data_source, evaluation=False)``
 (``slime/ray/rollout.py`` via ``call_rollout_fn``) and expects a
 ``RolloutFnTrainOutput(samples, metrics)`` with ``rollout_batch_size`` groups.  This
-function does what slime's ``generate_rollout_async`` does (same generation
-primitives: ``GenerateState``, ``generate_and_rm_group``, ``abort``; the same
-drop rule and drop metrics, sample filter and all-samples hook) with one change:
+function is a shell of the shared pump (``sampling.pump.apump``, :class:`SlimeShell`) that does what
+slime's ``generate_rollout_async`` does (same generation primitives: ``GenerateState``, ``generate_and_rm_group``, ``abort``; the same
+drop rule and drop metrics, sample filter and all-samples hook), with one change:
 instead of whole waves of ``over_sampling_batch_size`` it submits the groups the
 :class:`~shopsimrl.sampling.adaptive.AdaptiveWaves` rule asks for, one prompt at a
 time from the :class:`~shopsimrl.slime.data_source.SelectorDataSource`, and
@@ -20,14 +20,15 @@ applies our rule).  The step's ``close()`` settles the data source: every group 
 included, and every group aborted (``DataSourceGroups``).  Evaluation is slime's own ``generate_rollout``.
 The consecutive-failure stop is the step's, as in every shell: its controller feeds the hook state's guard
 (``SlimeHookState.guard_for``: the same limit, trace folder and streak across steps, and the same error,
-naming slime's ``group_index``).  The step raises the stop once the batch it ends is decided.  Setting (custom config):
+naming slime's ``group_index``).  Once the batch that fires it is decided, the groups in flight are aborted
+(slime's ``abort``), the data source is settled, and the stop is raised.  Setting (custom config):
 ``shopsim_wave_cushion`` (default ``DEFAULT_CUSHION`` expected informative groups).  Requires ``--data-source-path
 shopsimrl.slime.data_source.SelectorDataSource``.
 
 Staged siblings (opt-in, docs/dynamic-sampling.md R29): ``shopsim_siblings: staged`` (and
 ``shopsim_stage_size``, default ``n_samples_per_prompt // 2``).  A staged group's siblings are
 submitted one by one with slime's per-sample ``generate_and_rm`` (``K`` first, then the rest);
-the filter judges the whole group, or the step decides it as a zero-std drop after ``K`` (the
+the step judges the whole group, or decides it as a zero-std drop after ``K`` (the
 all-samples hook then hears its ``K`` samples).  The metrics carry
 ``rollout/shopsim/staged/groups_stopped_early`` and ``.../episodes_saved``.  Not with ``--group-rm``
 (a group reward model needs the whole group at once).
@@ -35,24 +36,17 @@ all-samples hook then hears its ``K`` samples).  The metrics carry
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from shopsimrl.sampling import GroupDecision
 from shopsimrl.sampling.adaptive import DEFAULT_CUSHION
 from shopsimrl.sampling.modes import Siblings, WaveMode
+from shopsimrl.sampling.pump import Hooks, apump
 from shopsimrl.sampling.staged import StagedSiblings, staged_step_metrics
-from shopsimrl.sampling.step import (
-    Action,
-    Completion,
-    FirstStage,
-    RolloutStep,
-    Start,
-    StoppedEarly,
-    StopRun,
-    WaveOpened,
-    new_step,
-)
-from shopsimrl.sampling.verdict import group_label
+from shopsimrl.sampling.step import RolloutStep, Start, WaveOpened, new_step
+from shopsimrl.sampling.verdict import Verdict, group_label
 from shopsimrl.slime.batch import SlimeBatch
 from shopsimrl.slime.defaults import HOOKS
 from shopsimrl.slime.group_tasks import GroupGeneration
@@ -92,45 +86,65 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
 async def adaptive_rollout_async(args: Any, rollout_id: int, data_source: Any) -> tuple[list, dict, list]:
     """(kept groups sorted by sample index, slime's drop metrics, aborted partial groups).
 
-    A pump around the step: :class:`GroupGeneration` runs the groups it starts, :class:`SlimeBatch` judges them
-    with slime's filter call and assembles the batch."""
-    # slime: only inside slime's process, never at import
-    from slime.rollout import sglang_rollout
-
+    The shared pump (``sampling.pump.apump``) runs the step with :class:`SlimeShell`; then slime's state is reset
+    and the batch assembled, as slime's ``generate_rollout_async`` ends."""
     step = rollout_step(args, data_source)
-    generation, batch = GroupGeneration(args), SlimeBatch(args)
-
-    def act(actions: list[Action]) -> None:
-        for action in actions:
-            if isinstance(action, Start):
-                generation.start(action)
-            elif isinstance(action, GroupDecision):
-                batch.decided(action)
-                generation.state.remaining_batch_size = action.remaining
-            elif isinstance(action, WaveOpened):
-                generation.state.remaining_batch_size = action.remaining
-            elif isinstance(action, StoppedEarly):
-                batch.stopped_early(action.index, generation.heads.pop(action.index))
-            elif isinstance(action, StopRun):
-                raise action.error
-
-    def back(index: int, group: list[Any]) -> Completion | FirstStage:
-        if step.runs_first_k(index):
-            generation.heads[index] = group = list(group)
-            return FirstStage(index, batch.first_stage_rewards(group))
-        return (index, *batch.judge(index, generation.whole(index, group)))
-
-    act(step.start())
-    while not step.done:
-        act(step.finished([back(index, group) for index, group in await generation.finished()]))
-
-    aborted = await sglang_rollout.abort(args, rollout_id)
-    step.close()
-    generation.state.reset()
-    data, metrics = batch.finish(data_source)
+    shell = SlimeShell(args, rollout_id)
+    await apump(step, shell)
+    shell.generation.state.reset()
+    data, metrics = shell.batch.finish(data_source)
     if step.staging is not None:
         metrics.update(staged_step_metrics(step.stage_counts))
-    return data, metrics, aborted
+    return data, metrics, shell.aborted
+
+
+class SlimeShell(Hooks):
+    """slime's generation as the pump's shell: groups run as tasks in slime's ``GenerateState``
+    (:class:`GroupGeneration`), each judged once from its samples (:class:`SlimeBatch`), slime's ``remaining_batch_size``
+    kept as the step says, and the groups left in flight cancelled by slime's ``abort`` (which aborts every one)."""
+
+    def __init__(self, args: Any, rollout_id: int) -> None:
+        self.args, self.rollout_id = args, rollout_id
+        self.generation, self.batch = GroupGeneration(args), SlimeBatch(args)
+        self.aborted: list[Any] = []  # the partial groups slime's abort hands back (partial rollouts)
+        self._back: dict[int, list[Any]] = {}  # finished, not measured yet
+        self._began = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self._began
+
+    def start(self, start: Start, *, first_stage: bool, t: float) -> None:
+        self.generation.start(start)
+
+    async def next_finished(self) -> list[int] | None:
+        back = await self.generation.finished()
+        if back is None:
+            return None
+        self._back.update(back)
+        return [index for index, _group in back]
+
+    def measure(self, index: int) -> tuple[Verdict, Sequence[float] | None]:
+        return self.batch.judge(index, self.generation.whole(index, self._back.pop(index)))
+
+    def measure_first_k(self, index: int) -> Sequence[float | None]:
+        head = self.generation.heads[index] = list(self._back.pop(index))
+        return self.batch.first_stage_rewards(head)
+
+    async def cancel(self, indices: tuple[int, ...]) -> None:
+        # slime: only inside slime's process, never at import
+        from slime.rollout import sglang_rollout
+
+        self.aborted = await sglang_rollout.abort(self.args, self.rollout_id)
+
+    def opened(self, wave: WaveOpened, t: float) -> None:
+        self.generation.state.remaining_batch_size = wave.remaining
+
+    def decided(self, decision: GroupDecision, t: float) -> None:
+        self.batch.decided(decision)
+        self.generation.state.remaining_batch_size = decision.remaining
+
+    def stopped_early(self, index: int, t: float) -> None:
+        self.batch.stopped_early(index, self.generation.heads.pop(index))
 
 
 def rollout_step(args: Any, data_source: Any) -> RolloutStep:
