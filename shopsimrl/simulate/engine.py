@@ -199,7 +199,7 @@ def simulate_run(
     groups: list[tuple[int, str, bool]] = []
     trainer = LaggedTrainer(w.train, POLICY_LAG[training_loop])
     for step in range(1, steps + 1):
-        record, events = _simulate_step(step, w, selector, guard, knobs, groups, waves=mode, cushion=cushion,
+        record, events = simulate_step(step, w, selector, guard, knobs, groups, waves=mode, cushion=cushion,
                                         staging=staging, capacity=capacity, train=trainer)
         records.append(record)
         if step in keep_timelines:
@@ -233,7 +233,7 @@ def _share_after(per_step: list[list[int]], step: int) -> float:
     return sum(c[0] for c in late) / total if total else float("nan")
 
 
-def _simulate_step(
+def simulate_step(
     step: int,
     world: World,
     source: Picker,

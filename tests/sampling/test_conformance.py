@@ -1,51 +1,52 @@
 """Every shell is a pump around ``RolloutStep``: the same scripted supply gives the same step in each.
 
-In the style of Gymnasium's ``check_env``: one scripted supply (each group's rewards and its siblings'
-durations, by submission index; random, seeded) runs through the four shells, each with its own I/O
-replaced by a virtual clock that finishes jobs at ``start + slowest sibling`` (jobs ending at one instant
-come back together, in a shuffled order):
+One scripted supply (each group's rewards and its siblings' durations, by submission index; random, seeded)
+runs through every shell in :data:`SHELLS`, each driven through its public entry point, with nothing of it
+patched: a group's siblings end at ``start + duration`` (groups ending at one instant come back together).
 
-- the main job's driver (``rollout/driver.py``), its asyncio tasks replaced by :class:`ScriptedTasks`;
-- slime's rollout function (``slime/rollout_fn.py``), slime's generation replaced by :class:`ScriptedGeneration`
-  and slime's modules by stand-ins;
-- the simulator's step (``simulate/engine.py``), its world replaced by :class:`ScriptedWorld`;
-- ``replay`` (fixed waves, whole groups only: the shell that times a supply of verdicts).
+- the main job's driver: ``run_rollout`` on the modelled clock, its episodes from an ``EpisodeRunner`` that
+  reports each sibling's reward and, as completion tokens, its duration (a time model without env latency or
+  sharing turns them into exactly those seconds);
+- the simulator: ``simulate_step`` over a scripted world (the ``i``-th group drawn is group ``i``);
+- ``replay``: the supply as (verdict, duration) pairs (fixed waves, whole groups: what it runs);
+- ``replay_recorded``: the reference's own record, batches and refills, as a run records them (whole groups);
+- ``check_prompt_source``: the contract every shell relies on, checked on the case's prompt source.
 
-Each run yields the decisions (index, decision, reason, remaining, kept) in order, the aborted groups,
-the groups decided after their first ``K`` and the consecutive-failure stop (the trigger and the streak).
-The shells that can run a case (replay: fixed, unstaged; slime's rollout function: adaptive) must agree
-on all of it.  ``check_prompt_source`` is run on the source of every ``Strategy``.
+The reference is the step pumped (:func:`~shopsimrl.sampling.pump.pump`) with a scripted shell of the test's
+own.  Each run yields the decisions (index, decision, reason, remaining, kept) in order, what they settled
+(kept, fallback, drops, surplus, aborted), the groups decided after their first ``K`` and the consecutive-failure
+stop (its trigger and streak); a shell must agree with the reference on all it reports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
+import json
 import random
-import sys
-import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.io import read_jsonl
-from shopsimrl.rollout.context import RunContext
-from shopsimrl.rollout.driver import StepDriver
-from shopsimrl.rollout.group import EpisodeSlots, EpisodeSpec, GroupRun, classify, episode_seed
-from shopsimrl.rollout.outputs import prepare_run_dir
-from shopsimrl.rollout.tasks import GroupTasks
-from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs, TooManyTechnicalFailures, Verdict, replay
+from shopsimrl.rollout import RolloutConfig, run_rollout
+from shopsimrl.rollout.gputime import Clock, TimeModel
+from shopsimrl.rollout.group import EpisodeMeter, EpisodeSpec
+from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, SamplingKnobs, TooManyTechnicalFailures, replay
 from shopsimrl.sampling.conformance import SourceContractError, check_prompt_source
-from shopsimrl.sampling.modes import Strategy
+from shopsimrl.sampling.modes import Siblings, Strategy, WaveMode
+from shopsimrl.sampling.pump import Hooks, pump
+from shopsimrl.sampling.recorded import Finished, Opened, replay_recorded
 from shopsimrl.sampling.source import prompt_source
 from shopsimrl.sampling.staged import StagedSiblings
-from shopsimrl.sampling.step import Start
-from shopsimrl.sampling.verdict import group_verdict
+from shopsimrl.sampling.step import Start, StepDone, WaveOpened, new_step
+from shopsimrl.sampling.verdict import Verdict, rewards_verdict
+from shopsimrl.simulate.engine import simulate_step
 
-PROMPTS = [f"task-{i:03d}" for i in range(400)]
+PROMPTS = [f"task-{i:03d}" for i in range(48)]
 
 
 # -- the scripted supply ------------------------------------------------------------------------------------------
@@ -64,7 +65,10 @@ class Case:
     def play(self, index: int) -> tuple[list[float] | None, list[float]]:
         """Group ``index``'s rewards (``None``: technical) and its siblings' durations."""
         rng = random.Random(f"{self.seed}:{index}")
-        durations = [float(rng.randint(1, 4)) for _ in range(self.n)]
+        base = rng.randint(1, 4)
+        durations = [float(base + rng.randint(0, 1)) for _ in range(self.n)]
+        if self.seed % 10 == 1:  # every third supply: a wave's groups all end together
+            durations = [2.0] * self.n
         kind = rng.random()
         if kind < self.technical:
             return None, durations
@@ -72,9 +76,11 @@ class Case:
             return [float(rng.random() < 0.5)] * self.n, durations
         return [float(rng.random() < 0.5) for _ in range(self.n)], durations
 
+    def verdict(self, index: int) -> Verdict:
+        return rewards_verdict(self.play(index)[0])
+
     def staging(self) -> StagedSiblings | None:
-        # threshold 1: decided after K whenever the K agree and the fallback could not keep the group
-        return StagedSiblings(self.n, self.n // 2, threshold=1.0, skip_q=1.0) if self.staged else None
+        return StagedSiblings.of(self.n) if self.staged else None
 
     def knobs(self) -> SamplingKnobs:
         return SamplingKnobs(rollout_batch_size=self.target, n_samples_per_prompt=self.n,
@@ -82,43 +88,94 @@ class Case:
                              max_consecutive_failed_groups=self.limit)
 
     def source(self) -> Any:
-        return prompt_source(self.strategy, PROMPTS, self.n, self.seed)
+        """The case's prompt source, taught by a few steps whose groups all succeeded (so staged groups can be
+        predicted to agree, and decided after their first K)."""
+        source = prompt_source(self.strategy, PROMPTS, self.n, self.seed, waves=self.waves)
+        for _ in range(WARM_UP_STEPS):
+            pump(new_step(8, 16, self.n, source=source, waves=self.waves), AllSucceed(self.n))
+        return source
 
 
-class Clock:
-    """The virtual clock every scripted shell shares: a job (a group's siblings started together) ends at its
-    start time plus its slowest sibling; the jobs ending first come back together, shuffled."""
+WARM_UP_STEPS = 3
 
-    def __init__(self, case: Case) -> None:
-        self.case, self.now = case, 0.0
-        self.heap: list[tuple[float, int]] = []
-        self.shuffle = random.Random(case.seed)
 
-    def start(self, index: int, siblings: range) -> None:
-        durations = self.case.play(index)[1]
-        heapq.heappush(self.heap, (self.now + max(durations[s] for s in siblings), index))
+class AllSucceed(Hooks):
+    """A shell whose groups all come back at once, every sibling a success."""
 
-    def cancel(self, indices: set[int]) -> None:
-        self.heap = [job for job in self.heap if job[1] not in indices]
-        heapq.heapify(self.heap)
+    def __init__(self, n: int) -> None:
+        self.n, self.flying = n, []
 
-    def next(self) -> list[int]:
-        self.now, index = heapq.heappop(self.heap)
-        ended = [index]
-        while self.heap and self.heap[0][0] == self.now:
-            ended.append(heapq.heappop(self.heap)[1])
-        self.shuffle.shuffle(ended)
-        return ended
+    def now(self) -> float:
+        return 0.0
+
+    def start(self, start: Start, *, first_stage: bool, t: float) -> None:
+        self.flying.append(start.index)
+
+    def next_finished(self) -> list[int]:
+        back, self.flying = self.flying, []
+        return back
+
+    def measure(self, index: int) -> tuple[Verdict, list[float]]:
+        return Verdict.ZERO_STD, [1.0] * self.n
+
+    def measure_first_k(self, index: int) -> list[float | None]:
+        raise AssertionError("the warm-up starts every group whole")
+
+    def cancel(self, indices: tuple[int, ...]) -> None:
+        """Nothing runs."""
+
+
+def cases() -> list[Case]:
+    out = []
+    for strategy in Strategy:
+        for seed in range(3):
+            for waves in WaveMode:
+                for staged in (False, True):
+                    technical = 0.55 if seed == 2 else 0.12  # every third supply fails often enough to stop
+                    out.append(Case(target=3 + seed, wave=6 + seed + (strategy is Strategy.SPREAD), n=4,
+                                    waves=waves.value, staged=staged, limit=3 if seed == 2 else 8,
+                                    seed=seed + 10 * list(Strategy).index(strategy), technical=technical,
+                                    strategy=strategy.value))
+    return out
+
+
+CASES = cases()
 
 
 @dataclass
 class Outcome:
-    """What a shell made of the supply: comparable across shells."""
+    """What a shell made of the supply (``None``: a field the shell does not report)."""
 
-    decisions: list[tuple[int, str, str | None, int, int]] = field(default_factory=list)
-    aborted: list[int] = field(default_factory=list)
-    stopped_early: int = 0  # staged groups decided after their first K
+    decisions: list[tuple[int, str, str | None, int, int]] | None = field(default_factory=list)
+    settled: dict[str, Any] | None = None  # kept, fallback, drops by reason, surplus, aborted
+    stopped_early: int | None = 0  # staged groups decided after their first K
     stop: tuple[int, int] | None = None  # the consecutive-failure stop: (the trigger's index, the streak)
+    contract_only: bool = False  # the shell checked the source's contract (it raises when broken), nothing else
+
+    def agrees_with(self, reference: Outcome) -> bool:
+        if self.contract_only:
+            return True
+        if self.stop is not None or reference.stop is not None:
+            return self.stop == reference.stop
+        return all(mine is None or mine == theirs for mine, theirs in (
+            (self.decisions, reference.decisions), (self.settled, reference.settled),
+            (self.stopped_early, reference.stopped_early)))
+
+
+def settled(done: StepDone) -> dict[str, Any]:
+    return {"kept": done.kept, "fallback": done.fallback, "surplus": done.surplus, "aborted": sorted(done.aborted),
+            "dropped": {reason: ids for reason, ids in done.dropped.items() if ids}}
+
+
+def settled_by(decisions: list[tuple[int, str, str | None, int, int]], aborted: list[int]) -> dict[str, Any]:
+    """What a list of decisions settled, as :func:`settled` reads a step's outcome."""
+    dropped: dict[str, list[int]] = {}
+    for index, decision, reason, _remaining, _kept in decisions:
+        if decision == "dropped":
+            dropped.setdefault(str(reason), []).append(index)
+    return {"kept": [d[0] for d in decisions if d[1] in ("accepted", "fallback")],
+            "fallback": [d[0] for d in decisions if d[1] == "fallback"],
+            "surplus": [d[0] for d in decisions if d[1] == "surplus"], "aborted": sorted(aborted), "dropped": dropped}
 
 
 def stopped(exc: TooManyTechnicalFailures) -> Outcome:
@@ -126,83 +183,107 @@ def stopped(exc: TooManyTechnicalFailures) -> Outcome:
     return Outcome(stop=(exc.decisions[-1].index, exc.count))
 
 
-# -- the driver --------------------------------------------------------------------------------------------------
-def episode(spec: EpisodeSpec, reward: float | None) -> EpisodeResult:
-    return EpisodeResult(task_id=spec.task_id, rollout_id=spec.rollout_id, seed=spec.seed, policy="scripted",
-                         scored=reward is not None, reward=reward, strict_reward=reward,
-                         success=None if reward is None else float(reward == 1.0),
-                         end_reason="purchase" if reward is not None else None,
-                         error=None if reward is not None else {"type": "EnvError", "message": "scripted",
-                                                                 "stage": "step"},
-                         turns=1, env_steps=1, wall_seconds=0.0)
+def from_events(events: list[dict[str, Any]], stopped_early: int) -> Outcome:
+    """An outcome from a step's event log (the driver's ``events.jsonl``, the simulator's events)."""
+    decisions = [(e["index"], e["decision"], e["reason"], e["remaining"], e["kept"])
+                 for e in events if e["event"] == "decision"]
+    aborted = next((list(e["aborted"]) for e in events if e["event"] == "abort"), [])
+    return Outcome(decisions, settled_by(decisions, aborted), stopped_early)
 
 
-class ScriptedTasks(GroupTasks):
-    """The driver's groups on the virtual clock: no asyncio task, the episodes are the script's."""
+# -- the reference: the step pumped on the script's own clock ----------------------------------------------------
+class Scripted(Hooks):
+    """The reference shell: a job (siblings started together) ends at its start plus its slowest sibling; it keeps
+    what a run's record holds (refills opened, batches in the order they were decided)."""
 
-    def __init__(self, case: Case, *args: Any) -> None:
-        super().__init__(*args)
-        self.case, self.clock = case, Clock(case)
-        self.pending: dict[int, list[EpisodeSpec]] = {}  # group -> the specs of its running job
+    def __init__(self, case: Case) -> None:
+        self.case, self.t = case, 0.0
+        self.heap: list[tuple[float, int]] = []
+        self.outcome = Outcome()
+        self.record: list[Opened | Finished] = []
 
-    def start(self, start: Start, *, first_stage: bool = False) -> GroupRun | None:
-        index, task_id = start.index, str(start.prompt)
-        specs = [EpisodeSpec(task_id=task_id, rollout_id=f"s{self.step}-g{index}-r{i}",
-                             seed=episode_seed(self.ctx.seed, self.step, index, i), trace_path=None,
-                             group_index=index, sibling=i) for i in start.siblings]
-        new = index not in self.groups
-        if new:
-            self.groups[index] = GroupRun(index=index, wave=start.wave, task_id=task_id, specs=[])
-        self.pending[index] = specs
-        self.clock.start(index, start.siblings)
-        return self.groups[index] if new else None
+    def now(self) -> float:
+        return self.t
 
-    async def next_batch(self) -> list[GroupRun]:
-        finished = []
-        for index in self.clock.next():
-            group, specs = self.groups[index], self.pending.pop(index)
-            rewards = self.case.play(index)[0]
-            group.specs = [*group.specs, *specs]
-            group.episodes = [*group.episodes,
-                              *(episode(s, None if rewards is None else rewards[s.sibling]) for s in specs)]
-            group.started = True
-            if len(group.specs) == self.case.n:  # whole: judged, triaged first
-                group.verdict = group_verdict(group.samples())
-                group.classification = classify(group.verdict, group.episodes)
-                self.triage(group)
-            finished.append(group)
-        return finished
+    def start(self, start: Start, *, first_stage: bool, t: float) -> None:
+        durations = self.case.play(start.index)[1]
+        heapq.heappush(self.heap, (self.t + max(durations[s] for s in start.siblings), start.index))
 
-    async def cancel_all(self) -> tuple[list[int], list[int]]:
-        cancelled = sorted(self.pending)
-        self.pending.clear()
-        return cancelled, []
+    def next_finished(self) -> list[int]:
+        self.t, index = heapq.heappop(self.heap)
+        ended = [index]
+        while self.heap and self.heap[0][0] == self.t:
+            ended.append(heapq.heappop(self.heap)[1])
+        self.record.append(Finished([(i, self.case.verdict(i)) for i in sorted(ended)]))
+        return ended
+
+    def measure(self, index: int) -> tuple[Verdict, list[float] | None]:
+        rewards = self.case.play(index)[0]
+        return rewards_verdict(rewards), rewards
+
+    def measure_first_k(self, index: int) -> list[float | None]:
+        rewards = self.case.play(index)[0]
+        return [None] * (self.case.n // 2) if rewards is None else list(rewards[: self.case.n // 2])
+
+    def cancel(self, indices: tuple[int, ...]) -> None:
+        self.heap = [job for job in self.heap if job[1] not in indices]
+
+    def opened(self, wave: WaveOpened, t: float) -> None:
+        self.record.append(Opened(len(wave.indices)))
+
+    def decided(self, d: GroupDecision, t: float) -> None:
+        assert self.outcome.decisions is not None
+        self.outcome.decisions.append((d.index, d.decision.value, d.reason, d.remaining, d.kept))
+
+    def stopped_early(self, index: int, t: float) -> None:
+        assert self.outcome.stopped_early is not None
+        self.outcome.stopped_early += 1
+
+
+def run_reference(case: Case) -> tuple[Outcome, list[Opened | Finished]]:
+    shell = Scripted(case)
+    step = new_step(case.target, case.wave, case.n, source=case.source(), waves=case.waves, staging=case.staging(),
+                    guard=ConsecutiveFailureGuard(case.limit))
+    try:
+        done = pump(step, shell)
+    except TooManyTechnicalFailures as exc:
+        return stopped(exc), shell.record
+    shell.outcome.settled = settled(done)
+    return shell.outcome, shell.record
+
+
+# -- the shells, each through its public entry point ----------------------------------------------------------------
+#: episodes take exactly the seconds their completion tokens say: one turn, no page, no env latency, no sharing
+EXACT = TimeModel(env_latency_s=0.0, capacity=None)
 
 
 def run_driver(case: Case, tmp_path: Any) -> Outcome:
-    ctx = RunContext(knobs=case.knobs(), runner=None, source=case.source(),  # type: ignore[arg-type]
-                     guard=ConsecutiveFailureGuard(case.limit), slots=EpisodeSlots(1),
-                     paths=prepare_run_dir(tmp_path, "driver"), waves=case.waves,  # type: ignore[arg-type]
-                     staging=case.staging())
-    driver = StepDriver(ctx, 1)
-    driver.tasks = ScriptedTasks(case, ctx, 1, driver.paths, driver.log.now)
-    driver.live.groups = driver.tasks.groups
+    async def episode(spec: EpisodeSpec, meter: EpisodeMeter) -> EpisodeResult:
+        rewards, durations = case.play(spec.group_index)
+        reward = None if rewards is None else rewards[spec.sibling]
+        return EpisodeResult(task_id=spec.task_id, rollout_id=spec.rollout_id, seed=spec.seed, policy="scripted",
+                             scored=reward is not None, reward=reward, strict_reward=reward,
+                             success=None if reward is None else float(reward == 1.0),
+                             end_reason="purchase" if reward is not None else None,
+                             error=None if reward is not None else {"type": "EnvError", "message": "scripted",
+                                                                     "stage": "step"},
+                             turns=1, env_steps=1, wall_seconds=0.0,
+                             completion_tokens=round(durations[spec.sibling] * EXACT.decode_tokens_per_s))
+
+    config = RolloutConfig(knobs=case.knobs(), steps=1, seed=case.seed, out=tmp_path, name="driver",
+                           selection=Strategy.parse(case.strategy), waves=WaveMode.parse(case.waves),
+                           siblings=Siblings.STAGED if case.staged else Siblings.ALL, clock=Clock.MODELLED,
+                           time_model=EXACT)
     try:
-        asyncio.run(driver.run())
+        result = asyncio.run(run_rollout(config, episode, PROMPTS, source=case.source()))
     except TooManyTechnicalFailures as exc:
         return stopped(exc)
-    finally:
-        ctx.paths.unlock()
-    out = Outcome(stopped_early=driver.rollout.stage_counts["stopped_early"])
-    for e in read_jsonl(driver.paths.root / "events.jsonl"):
-        if e["event"] == "decision":
-            out.decisions.append((e["index"], e["decision"], e["reason"], e["remaining"], e["kept"]))
-        elif e["event"] == "abort":
-            out.aborted = list(e["aborted"])
-    return out
+    step = result.paths.step(1)
+    metrics = json.loads(step.metrics.read_text())
+    return from_events(list(read_jsonl(step.root / "events.jsonl")),
+                       int(metrics.get("rollout/shopsim/staged/groups_stopped_early", 0)))
 
 
-# -- the simulator -----------------------------------------------------------------------------------------------
 class ScriptedWorld:
     """The simulator's world: the ``i``-th group drawn is group ``i`` of the script (groups are drawn in the
     order they start, which is their index order)."""
@@ -221,224 +302,98 @@ class ScriptedWorld:
         return 0.0
 
 
-def run_simulator(case: Case) -> Outcome:
-    from shopsimrl.simulate.engine import _simulate_step
-
+def run_simulator(case: Case, tmp_path: Any) -> Outcome:
     try:
-        record, events = _simulate_step(1, ScriptedWorld(case), case.source(),  # type: ignore[arg-type]
-                                        ConsecutiveFailureGuard(case.limit), case.knobs(), [],
-                                        waves=case.waves, staging=case.staging(), capacity=None)  # type: ignore[arg-type]
+        record, events = simulate_step(1, ScriptedWorld(case), case.source(),  # type: ignore[arg-type]
+                                       ConsecutiveFailureGuard(case.limit), case.knobs(), [],
+                                       waves=WaveMode.parse(case.waves), staging=case.staging(), capacity=None)
     except TooManyTechnicalFailures as exc:
         return stopped(exc)
-    out = Outcome(stopped_early=record.stopped_early)
-    for e in events:
-        if e["event"] == "decision":
-            out.decisions.append((e["index"], e["decision"], e["reason"], e["remaining"], e["kept"]))
-        elif e["event"] == "abort":
-            out.aborted = list(e["aborted"])
-    return out
+    return from_events(events, record.stopped_early)
 
 
-# -- replay ------------------------------------------------------------------------------------------------------
-def run_replay(case: Case) -> Outcome:
-    supply = []
-    for index in range(case.wave * 40):
-        rewards, durations = case.play(index)
-        verdict = Verdict.TECHNICAL if rewards is None else (
-            Verdict.ZERO_STD if max(rewards) - min(rewards) <= 1e-6 else Verdict.VARIED)
-        supply.append((verdict, max(durations)))
+def run_replay(case: Case, tmp_path: Any) -> Outcome:
+    supply = [(case.verdict(i), max(case.play(i)[1])) for i in range(case.wave * 40)]
     try:
         result = replay(supply, rollout_batch_size=case.target, over_sampling_batch_size=case.wave,
                         max_consecutive_failed_groups=case.limit)
     except TooManyTechnicalFailures as exc:
         return stopped(exc)
-    out = Outcome()
-    out.decisions = [(e.group.index, e.group.decision.value, e.group.reason, e.group.remaining, e.group.kept)
-                     for e in result.events]
-    out.aborted = list(result.aborted)
-    return out
+    decisions = [(e.group.index, e.group.decision.value, e.group.reason, e.group.remaining, e.group.kept)
+                 for e in result.events]
+    return Outcome(decisions, settled_by(decisions, result.aborted), stopped_early=None)
 
 
-# -- slime's rollout function ------------------------------------------------------------------------------------
-@dataclass
-class DynamicFilterOutput:  # slime's (filter_hub/base_types.py)
-    keep: bool
-    reason: str | None = None
-    keep_when_insufficient: bool = False
-
-
-class MetricGatherer:  # slime's: drop reasons counted
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def on_dynamic_filter_drop(self, reason: str | None) -> None:
-        if reason:
-            self.counts[reason] = self.counts.get(reason, 0) + 1
-
-    def collect(self) -> dict[str, int]:
-        return {f"rollout/dynamic_filter/drop_{r}": c for r, c in self.counts.items()}
-
-
-def call_dynamic_filter(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    return DynamicFilterOutput(keep=True) if fn is None else fn(*args, **kwargs)
-
-
-class ScriptedDataSource:
-    """slime's data source as the selector data source hands it out: groups of samples, one per prompt."""
-
-    def __init__(self, case: Case) -> None:
-        self.case, self.selector, self.groups = case, case.source(), 0
-
-    def get_samples(self, k: int) -> list[list[Any]]:
-        out = []
-        for task_id in self.selector.next_prompts(k):
-            out.append([SimpleNamespace(prompt=task_id, metadata={"task_id": task_id}, group_index=self.groups,
-                                        index=self.groups * self.case.n + i, reward=None)
-                        for i in range(self.case.n)])
-            self.groups += 1
-        return out
-
-
-def install_slime(monkeypatch: Any, case: Case) -> SimpleNamespace:
-    """Stand-ins for the slime modules the rollout function imports, and its generation on the virtual clock."""
-    from shopsimrl.slime import rollout_fn
-    from shopsimrl.slime.group_tasks import GroupGeneration
-    from shopsimrl.slime.state import reset_hook_state
-
-    seen = SimpleNamespace(decisions=[], aborted=[], generation=None)
-
-    class ScriptedGeneration(GroupGeneration):
-        def __init__(self, args: Any) -> None:
-            self.args, self.heads, self.clock = args, {}, Clock(case)
-            self.state = SimpleNamespace(remaining_batch_size=0, reset=lambda: None)
-            self.jobs: dict[int, tuple[list[Any], range]] = {}
-            seen.generation = self
-
-        def start(self, start: Start) -> None:
-            self.jobs[start.index] = (start.prompt, start.siblings)
-            self.clock.start(start.index, start.siblings)
-
-        async def finished(self) -> list[tuple[int, list[Any]]]:
-            back = []
-            for index in self.clock.next():
-                group, siblings = self.jobs.pop(index)
-                rewards = case.play(index)[0]
-                samples = []
-                for s in siblings:
-                    sample = SimpleNamespace(**vars(group[s]))
-                    sample.reward = None if rewards is None else rewards[s]
-                    sample.metadata = {**group[s].metadata, "shopsim_scored": rewards is not None}
-                    samples.append(sample)
-                back.append((index, samples))
-            return back
-
-    class SpiedBatch(rollout_fn.SlimeBatch):
-        def decided(self, decision: Any) -> None:
-            seen.decisions.append((decision.index, decision.decision.value, decision.reason, decision.remaining,
-                                   decision.kept))
-            super().decided(decision)
-
-    async def abort(args: Any, rollout_id: int) -> list[Any]:  # slime's: every group still generating
-        seen.aborted = sorted(seen.generation.jobs)
-        return []
-
-    sglang = types.SimpleNamespace(abort=abort)
-    rollout_pkg = types.ModuleType("slime.rollout")
-    rollout_pkg.sglang_rollout = sglang  # type: ignore[attr-defined]
-    modules = {
-        "slime": types.ModuleType("slime"), "slime.rollout": rollout_pkg, "slime.rollout.sglang_rollout": sglang,
-        "slime.rollout.filter_hub": types.ModuleType("slime.rollout.filter_hub"),
-        "slime.rollout.filter_hub.base_types": types.SimpleNamespace(
-            DynamicFilterOutput=DynamicFilterOutput, MetricGatherer=MetricGatherer,
-            call_dynamic_filter=call_dynamic_filter),
-        "slime.utils": types.ModuleType("slime.utils"),
-        "slime.utils.misc": types.SimpleNamespace(load_function=_load_function),
-    }
-    for name, module in modules.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(rollout_fn, "GroupGeneration", ScriptedGeneration)
-    monkeypatch.setattr(rollout_fn, "SlimeBatch", SpiedBatch)
-    monkeypatch.setattr(rollout_fn, "staging_of", lambda args: case.staging())
-    reset_hook_state()
-    return seen
-
-
-def _load_function(path: str) -> Any:
-    import importlib
-
-    module, _, attr = path.rpartition(".")
-    return getattr(importlib.import_module(module), attr)
-
-
-def run_slime(case: Case, monkeypatch: Any, tmp_path: Any) -> Outcome:
-    from shopsimrl.slime.rollout_fn import adaptive_rollout_async
-
-    seen = install_slime(monkeypatch, case)
-    args = SimpleNamespace(rollout_batch_size=case.target, over_sampling_batch_size=case.wave,
-                           n_samples_per_prompt=case.n, shopsim_max_consecutive_failed_groups=case.limit,
-                           shopsim_trace_dir=str(tmp_path), reward_key=None,
-                           dynamic_sampling_filter_path="shopsimrl.slime.filter.fully_scored_group_filter",
-                           rollout_sample_filter_path=None, rollout_all_samples_process_path=None)
+def run_replay_recorded(case: Case, tmp_path: Any) -> Outcome:
+    record = run_reference(case)[1]
+    if case.waves == "fixed":
+        record = [e for e in record if type(e) is Finished]  # slime's own loop: its waves open by its own rule
     try:
-        _data, metrics, _aborted = asyncio.run(adaptive_rollout_async(args, 0, ScriptedDataSource(case)))
+        done = replay_recorded(record, rollout_batch_size=case.target, over_sampling_batch_size=case.wave,
+                               waves=case.waves, max_consecutive_failed_groups=case.limit)
     except TooManyTechnicalFailures as exc:
         return stopped(exc)
-    return Outcome(decisions=seen.decisions, aborted=seen.aborted,
-                   stopped_early=int(metrics.get("rollout/shopsim/staged/groups_stopped_early", 0)))
+    return Outcome(decisions=None, settled=settled(done), stopped_early=None)
 
 
-# -- the check -------------------------------------------------------------------------------------------------------
-def cases() -> list[Case]:
-    out = []
-    for seed in range(10):
-        for waves in ("fixed", "adaptive"):
-            for staged in (False, True):
-                technical = 0.55 if seed % 3 == 2 else 0.12  # every third supply fails often enough to stop
-                out.append(Case(target=3 + seed % 3, wave=6 + seed % 4, n=4, waves=waves, staged=staged,
-                                limit=3 if seed % 3 == 2 else 8, seed=seed, technical=technical))
-    return out
+def run_check_prompt_source(case: Case, tmp_path: Any) -> Outcome:
+    """The contract the step relies on, on the case's source, fixed and adaptive (raises when it is broken); the
+    check's own steps run made-up results, so it reports no decisions."""
+    check_prompt_source(case.source, seed=case.seed)
+    return Outcome(decisions=None, settled=None, stopped_early=None, contract_only=True)
 
 
-def shells(case: Case, monkeypatch: Any, tmp_path: Any) -> dict[str, Outcome]:
-    """Every shell that can run ``case``: replay runs fixed waves of whole groups; slime's rollout function is
-    adaptive (on fixed waves slime runs its own loop)."""
-    out = {"driver": run_driver(case, tmp_path), "simulator": run_simulator(case)}
-    if case.waves == "fixed" and not case.staged:
-        out["replay"] = run_replay(case)
-    if case.waves == "adaptive":
-        out["slime"] = run_slime(case, monkeypatch, tmp_path)
-    return out
+@dataclass(frozen=True)
+class Shell:
+    run: Callable[[Case, Any], Outcome]
+    runs: Callable[[Case], bool]  # the cases (wave modes, staging) the shell supports
 
 
-@pytest.mark.parametrize("case", cases(), ids=lambda c: f"{c.waves}-{'staged' if c.staged else 'whole'}-{c.seed}")
-def test_every_shell_makes_the_same_decisions_drops_and_abort_point(case, monkeypatch, tmp_path):
-    outcomes = shells(case, monkeypatch, tmp_path)
-    reference = outcomes["simulator"]
+#: Every shell around the step, and the cases it runs.  slime's rollout function joins as one more row once it
+#: runs on ``apump`` through its public entry point: ``"slime": Shell(run_slime, lambda c: c.waves == "adaptive")``.
+SHELLS: dict[str, Shell] = {
+    "driver": Shell(run_driver, lambda c: True),
+    "simulator": Shell(run_simulator, lambda c: True),
+    "replay": Shell(run_replay, lambda c: c.waves == "fixed" and not c.staged),
+    "replay_recorded": Shell(run_replay_recorded, lambda c: not c.staged),
+    "check_prompt_source": Shell(run_check_prompt_source, lambda c: c.waves == "fixed" and not c.staged),
+}
+
+
+def _id(case: Case) -> str:
+    return f"{case.strategy}-{case.waves}-{'staged' if case.staged else 'whole'}-{case.seed}"
+
+
+@pytest.mark.parametrize(("shell", "case"), [pytest.param(name, case, id=f"{name}-{_id(case)}")
+                                             for name, shell in SHELLS.items() for case in CASES if shell.runs(case)])
+def test_every_shell_makes_the_reference_steps_decisions_drops_and_abort_point(shell, case, tmp_path):
+    reference = run_reference(case)[0]
     assert reference.stop is not None or reference.decisions, "the step decided nothing"
-    for name, outcome in outcomes.items():
-        assert outcome == reference, f"{name} differs from the simulator on {case}"
+    outcome = SHELLS[shell].run(case, tmp_path)
+    assert outcome.agrees_with(reference), f"{shell} differs from the reference on {case}:\n{outcome}\n{reference}"
 
 
-def test_the_scripted_supplies_cover_what_the_shells_must_agree_on(monkeypatch, tmp_path):
-    """The cases above exercise the stop, decisions after K, fallbacks, surplus, drops and aborts."""
-    seen: dict[str, int] = {"stop": 0, "stopped_early": 0, "fallback": 0, "surplus": 0, "dropped": 0, "aborted": 0}
-    for case in cases():
-        out = run_simulator(case)
+def test_the_scripted_supplies_cover_what_the_shells_must_agree_on():
+    """The cases exercise every mode of every shell: the stop, decisions after K, fallbacks, surplus, drops and
+    aborts, each selection rule, fixed and adaptive waves."""
+    seen = {"stop": 0, "stopped_early": 0, "fallback": 0, "surplus": 0, "dropped": 0, "aborted": 0}
+    for case in CASES:
+        out = run_reference(case)[0]
         seen["stop"] += out.stop is not None
-        seen["stopped_early"] += out.stopped_early
-        seen["aborted"] += bool(out.aborted)
-        for _i, decision, *_ in out.decisions:
+        seen["stopped_early"] += out.stopped_early or 0
+        seen["aborted"] += bool(out.settled and out.settled["aborted"])
+        for _i, decision, *_ in out.decisions or []:
             if decision in seen:
                 seen[decision] += 1
     assert all(seen.values()), seen
+    for name, shell in SHELLS.items():
+        modes = {(c.strategy, c.waves, c.staged) for c in CASES if shell.runs(c)}
+        assert {s for s, _w, _k in modes} == {s.value for s in Strategy}, name
+    assert {(c.waves, c.staged) for c in CASES if SHELLS["replay_recorded"].runs(c)} == {("fixed", False),
+                                                                                         ("adaptive", False)}
 
 
-# -- every prompt source keeps the contract ---------------------------------------------------------------------------
-@pytest.mark.parametrize("strategy", list(Strategy))
-def test_every_strategys_prompt_source_passes_check_prompt_source(strategy):
-    check_prompt_source(lambda: prompt_source(strategy, PROMPTS[:40], 4, 0))
-
-
+# -- check_prompt_source names the promise a broken source breaks -------------------------------------------------
 class HandsOutTwice:
     """A broken source: its batches ignore what is in flight."""
 
@@ -468,31 +423,47 @@ class WeighsBelowOne(ChanceAboveOne):
         return 0.5
 
 
+class RepeatsItsPick(HandsOutTwice):
+    """Asked for one prompt again before its last pick came back, it hands out that pick again: every batch and a
+    single pick look right, only a whole adaptive step shows it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pick: Any = None
+        self.again = 0  # times the pick was handed out again: the inner source saw it once
+
+    def next_prompts(self, k: int) -> list[Any]:
+        return self.inner.next_prompts(k)
+
+    def next_prompt(self) -> tuple[Any, float]:
+        if self.pick is None:
+            self.pick = self.inner.next_prompt()[0]
+        else:
+            self.again += 1
+        return self.pick, 0.5
+
+    def settle(self, prompt: Any, rewards: Any, *, surplus: bool = False) -> None:
+        if self._first_back(prompt):
+            self.inner.settle(prompt, rewards, surplus=surplus)
+
+    def release(self, prompt: Any) -> None:
+        if self._first_back(prompt):
+            self.inner.release(prompt)
+
+    def _first_back(self, prompt: Any) -> bool:
+        if prompt != self.pick:
+            return True
+        if self.again:
+            self.again -= 1
+            return False
+        self.pick = None
+        return True
+
+
 @pytest.mark.parametrize(("broken", "message"), [(HandsOutTwice, "already in flight"),
                                                   (ChanceAboveOne, "within \\[0, 1\\]"),
-                                                  (WeighsBelowOne, "weight.*>= 1")])
+                                                  (WeighsBelowOne, "weight.*>= 1"),
+                                                  (RepeatsItsPick, "adaptive-wave step started prompts twice")])
 def test_check_prompt_source_names_the_promise_a_broken_source_breaks(broken, message):
     with pytest.raises(SourceContractError, match=message):
         check_prompt_source(broken)
-
-
-def test_under_slimes_rollout_function_the_step_stops_the_run_with_the_hooks_guard_and_its_message(
-        monkeypatch, tmp_path):
-    """The stop is the step's: it feeds the hook state's guard once per group (the filter hook leaves it alone),
-    and the error names slime's group indices and the trace folder, as the filter hook's did."""
-    from shopsimrl.slime.rollout_fn import adaptive_rollout_async
-    from shopsimrl.slime.state import hook_state
-
-    case = Case(target=3, wave=6, n=4, waves="adaptive", staged=False, limit=3, seed=2, technical=0.9)
-    install_slime(monkeypatch, case)
-    args = SimpleNamespace(rollout_batch_size=case.target, over_sampling_batch_size=case.wave,
-                           n_samples_per_prompt=case.n, shopsim_max_consecutive_failed_groups=case.limit,
-                           shopsim_trace_dir=str(tmp_path), reward_key=None,
-                           dynamic_sampling_filter_path="shopsimrl.slime.filter.fully_scored_group_filter",
-                           rollout_sample_filter_path=None, rollout_all_samples_process_path=None)
-    with pytest.raises(TooManyTechnicalFailures) as info:
-        asyncio.run(adaptive_rollout_async(args, 0, ScriptedDataSource(case)))
-    exc = info.value
-    assert exc.count == 3 and hook_state().guard.count == 3  # counted once per group, by the step
-    assert all(g.startswith("group_index=") for g in exc.groups) and exc.trace_dir == str(tmp_path)
-    assert f"under {tmp_path}" in str(exc)
