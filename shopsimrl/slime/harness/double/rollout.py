@@ -37,6 +37,8 @@ import importlib
 import inspect
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,6 +169,21 @@ def slime_args(**overrides: Any) -> types.SimpleNamespace:
     )
     base.update(overrides)
     return types.SimpleNamespace(**base)
+
+
+@contextmanager
+def installed() -> Iterator[types.ModuleType]:
+    """:func:`install` for a block: slime's package (whatever ``sys.modules`` held under ``slime``) as it was after."""
+    def ours() -> list[str]:
+        return [name for name in sys.modules if name == "slime" or name.startswith("slime.")]
+
+    saved = {name: sys.modules[name] for name in ours()}
+    try:
+        yield install()
+    finally:
+        for name in ours():
+            del sys.modules[name]
+        sys.modules.update(saved)
 
 
 def install(monkeypatch: Any = None) -> types.ModuleType:
