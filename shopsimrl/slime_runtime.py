@@ -21,12 +21,7 @@ transformers.
 
 from __future__ import annotations
 
-from shopsimrl.slime.filter import (
-    DynamicFilterOutput,
-    SlimeFilterOutputUnavailable,
-    fully_scored_group_filter,
-    to_dynamic_filter_output,
-)
+from shopsimrl.slime.filter import SlimeFilterOutputUnavailable, fully_scored_group_filter, to_dynamic_filter_output
 from shopsimrl.slime.generate import UnsupportedSlimeSetting, check_exact_token_settings, generate
 from shopsimrl.slime.rewards import (
     GROUP_NORMALIZED_ESTIMATORS,
@@ -37,7 +32,6 @@ from shopsimrl.slime.rewards import (
 __all__ = [
     "GROUP_NORMALIZED_ESTIMATORS",
     "STD_NORMALIZED_ESTIMATORS",
-    "DynamicFilterOutput",
     "SlimeFilterOutputUnavailable",
     "UnsupportedSlimeSetting",
     "check_exact_token_settings",

@@ -44,9 +44,7 @@ STEP_ACTIONS = frozenset({"Start", "GroupDecision", "WaveOpened", "StoppedEarly"
 #: where a dispatch over them belongs: the pump carries out the actions; the step reads its own events (a whole
 #: group, or a staged group's first K)
 ACTION_DISPATCH_HOME = frozenset({"sampling/pump.py", "sampling/step.py"})
-KNOWN_ACTION_DISPATCH: dict[str, str] = {
-    "slime/rollout_fn.py": "issue 43",  # until slime's rollout function is on apump
-}
+KNOWN_ACTION_DISPATCH: dict[str, str] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -40,15 +40,6 @@ def filter_output(verdict: Verdict) -> FilterOutput:
     return FILTER_OUTPUTS[verdict]
 
 
-def verdict_of(output: FilterOutput | object) -> Verdict:
-    """The verdict whose filter output ``output`` is (the table above, read backwards): how the controller
-    hears a group judged by a filter it did not call, such as slime's ``call_dynamic_filter``.  Any object with
-    the ``FilterOutput`` fields will do (slime's ``DynamicFilterOutput``)."""
-    if output.keep:  # type: ignore[attr-defined]
-        return Verdict.VARIED
-    return Verdict.ZERO_STD if output.keep_when_insufficient else Verdict.TECHNICAL  # type: ignore[attr-defined]
-
-
 def should_drop(output: FilterOutput, remaining: int, target: int) -> bool:
     """slime's rule: keep normally; admit a ``keep_when_insufficient`` group while ``remaining <= target``."""
     if output.keep:

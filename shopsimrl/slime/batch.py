@@ -1,19 +1,22 @@
 """The batch a slime rollout step hands the trainer, assembled as slime's ``generate_rollout_async`` does.
 
-Every finished group goes through slime's ``call_dynamic_filter`` (the filter hook, which also
-raises the consecutive-failure stop); drops are counted in slime's ``MetricGatherer``; at step
-end the kept groups, sorted by sample index, go through the sample filter and every generated
-group through the all-samples hook.  slime is imported when used, never at import.
+Every finished group is judged once, from its samples (``scored_rewards``: the verdict and the rewards the
+step hears); drops are counted in slime's ``MetricGatherer`` under the filter's reasons; at step end the kept
+groups, sorted by sample index, go through the sample filter and every generated group through the
+all-samples hook.  The dynamic-sampling filter hook is slime's own loop's (:mod:`shopsimrl.slime.filter`): here
+the step applies the same rule itself.  slime is imported when used, never at import.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from shopsimrl.sampling.controller import Decision, GroupDecision
-from shopsimrl.sampling.filter import REASON_ZERO_STD, verdict_of
-from shopsimrl.sampling.step import Completion
-from shopsimrl.sampling.verdict import is_scored, sample_reward
+from shopsimrl.sampling.filter import REASON_ZERO_STD, filter_output
+from shopsimrl.sampling.verdict import Verdict, is_scored, reward_spread_verdict, sample_reward
+from shopsimrl.slime.samples import scored_rewards
+from shopsimrl.slime.settings import slime_settings
 
 
 def _index_of(group: list[Any]) -> int:
@@ -23,31 +26,28 @@ def _index_of(group: list[Any]) -> int:
 
 
 class SlimeBatch:
-    """Judges finished groups with slime's filter call, and collects the kept groups and slime's drop metrics."""
+    """Judges finished groups from their samples, and collects the kept groups and slime's drop metrics."""
 
     def __init__(self, args: Any) -> None:
         # slime: only inside slime's process, never at import
-        from slime.rollout.filter_hub.base_types import MetricGatherer, call_dynamic_filter
-        from slime.utils.misc import load_function
+        from slime.rollout.filter_hub.base_types import MetricGatherer
 
         self.args = args
-        path = getattr(args, "dynamic_sampling_filter_path", None)
-        self._filter = load_function(path) if path is not None else None
-        self._call_filter = call_dynamic_filter
         self.gatherer = MetricGatherer()
-        self.reward_key = getattr(args, "reward_key", None)
+        self.reward_key = slime_settings(args).reward_key
         self.data: list[list[Any]] = []  # the kept groups, as they enter the batch
         self.all_data: list[list[Any]] = []  # every group generated (the all-samples hook's)
         self._reasons: dict[int, str | None] = {}
         self._finished: dict[int, list[Any]] = {}
 
-    def judge(self, index: int, group: list[Any]) -> Completion:
-        """A whole group back: slime's filter call, as the step's completion (its verdict, no rewards: the
-        selector hears them through the all-samples hook)."""
+    def judge(self, index: int, group: list[Any]) -> tuple[Verdict, Sequence[float] | None]:
+        """A whole group back: its verdict and its rewards per unique rollout (``None``: unscored), taken from its
+        samples once; the drop reason is the filter's for that verdict."""
         self.all_data.append(group)
-        output = self._call_filter(self._filter, self.args, group)
-        self._reasons[index], self._finished[index] = output.reason, group
-        return index, verdict_of(output), None
+        rewards = scored_rewards(group, self.reward_key)
+        verdict = Verdict.TECHNICAL if rewards is None else reward_spread_verdict(rewards)
+        self._reasons[index], self._finished[index] = filter_output(verdict).reason, group
+        return verdict, rewards
 
     def first_stage_rewards(self, head: list[Any]) -> list[float | None]:
         """A staged group's first ``K`` rewards, as the step hears them (``None``: unscored)."""

@@ -7,14 +7,15 @@ own ``RolloutDataSourceWithBuffer`` (``slime/rollout/data_source.py``):
 ``add_samples(groups)`` (aborted partial groups, served first next time),
 ``save(rollout_id)`` / ``load(rollout_id)`` with the checkpoints, and ``len()``.
 
-What is ours: which prompts ``get_samples`` returns.  The all-samples hook
-(``shopsimrl.slime_metrics.record_generated_rollout_groups``, which slime calls
-with this data source) hands us every completed group of the step; we record their
-rewards in the selector and release every prompt that did not complete (slime
-aborted it).  slime's all-samples hook cannot tell a surplus group from a trained
-one, so surplus groups are recorded (their evidence is real; their turn is used).
-The log hook then tells us the step's trained prompts (:meth:`trained_metrics`):
-the concentration figures (``sampling/concentration.py``).
+What is ours: which prompts ``get_samples`` returns, and what the selector hears back.  Under our
+rollout function the step's ``close()`` settles every group it started (``prompt_groups.DataSourceGroups``):
+recorded, or released when unscored, surplus (with its evidence) or aborted.  On slime's own loop
+there is no step: the all-samples hook (``shopsimrl.slime_metrics.record_generated_rollout_groups``,
+which slime calls with this data source) hands us every completed group and we settle each from its
+samples (:meth:`record_groups`; that hook cannot tell a surplus group from a trained one, so there
+surplus groups are recorded), then release every prompt that did not complete (slime aborted it).
+The log hook then tells us the step's trained prompts (:meth:`trained_metrics`): the concentration
+figures (``sampling/concentration.py``).
 
 Settings come from slime's ``args`` (``--custom-config-path`` keys):
 ``shopsim_selection`` (a :class:`~shopsimrl.sampling.modes.Strategy`; the one default,
@@ -47,9 +48,10 @@ from shopsimrl.sampling.concentration import concentration_line
 from shopsimrl.sampling.modes import DEFAULT_STRATEGY, Strategy, WaveMode
 from shopsimrl.sampling.selector import selector_step_metrics
 from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
-from shopsimrl.sampling.verdict import is_scored, iter_samples, unique_rollout_rewards
 from shopsimrl.slime.data import descriptions_of, read_prompts
-from shopsimrl.slime.samples import WEIGHT_KEY, reward_key
+from shopsimrl.slime.prompt_groups import DataSourceGroups
+from shopsimrl.slime.samples import WEIGHT_KEY, reward_key, scored_rewards
+from shopsimrl.slime.settings import slime_settings
 
 log = logging.getLogger(__name__)
 
@@ -132,20 +134,20 @@ class SelectorDataSource:
         task_ids, self._metadata = read_prompts(
             args.prompt_data, getattr(args, "input_key", None) or "prompt", getattr(args, "metadata_key", None) or "metadata"
         )
+        settings = slime_settings(args)
         try:
-            strategy = Strategy.parse(getattr(args, "shopsim_selection", None) or DEFAULT_STRATEGY)
+            strategy = Strategy.parse(settings.selection or DEFAULT_STRATEGY)
         except ValueError as exc:
             raise ValueError(f"shopsim_selection: {exc}") from None
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
-        cluster_key = getattr(args, "shopsim_cluster_key", None)  # prompts' metadata key holding their cluster
         waves = WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED
         descriptions = descriptions_of(self._metadata) if strategy is Strategy.FORECAST else None
         if descriptions is not None and not any(descriptions.values()):
             log.warning("no prompt of %s has an instruction or a label (write it with `shopsimrl data export`): the "
                         "forecast predicts from each prompt's history alone", args.prompt_data)
         self.selector = prompt_source(
-            strategy, task_ids, self.n, int(getattr(args, "rollout_seed", 0) or 0), waves=waves,
-            clusters=_clusters(self._metadata, cluster_key), descriptions=descriptions,
+            strategy, task_ids, self.n, settings.rollout_seed, waves=waves,
+            clusters=_clusters(self._metadata, settings.cluster_key), descriptions=descriptions,
         )
         self._descriptions = descriptions
         self.sample_group_index = 0
@@ -241,18 +243,15 @@ class SelectorDataSource:
 
     # -- fed by the all-samples hook ----------------------------------------------------------
     def record_groups(self, args: Any, all_samples: Sequence[Sequence[Any]]) -> dict[str, float]:
-        """The step's completed groups: record them, release what was aborted; returns the selector metrics."""
-        key = reward_key(args)
+        """The step's completed groups; returns the selector metrics.
+
+        Under our rollout function the step's ``close()`` has settled every group it started before this hook
+        runs: nothing is in flight any more, and only the metrics are left.  On slime's own loop (no step) this
+        hook is the only feedback: each completed group is settled from its samples (slime's hook cannot tell a
+        surplus group from a trained one, so none is settled as surplus), and what was aborted is released."""
+        key, groups = reward_key(args), DataSourceGroups(self)
         for group in all_samples:
-            samples = list(iter_samples(group))
-            task_id = (samples[0].metadata or {}).get("task_id", samples[0].prompt)
-            if task_id not in self.selector.in_flight:
-                continue  # a buffered partial group handed out before a resume: nothing to learn
-            if not all(is_scored(s, key) for s in samples):
-                self.selector.release(task_id)
-                continue
-            rewards = list(unique_rollout_rewards(samples, key).values())
-            self.selector.record(task_id, rewards)
+            groups.settle(group, scored_rewards(group, key))
         self.selector.release_in_flight()
         # informative-per-1k needs the trained groups, which this hook does not see: left out here
         self.last_metrics = selector_step_metrics(

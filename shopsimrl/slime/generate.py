@@ -19,7 +19,8 @@ from typing import Any
 
 from shopsimrl.errors import Refusal
 from shopsimrl.slime.abort import AbortWatch, EpisodeAborted
-from shopsimrl.slime.samples import env_slots, env_url, max_turns, sample_status, trace_dir
+from shopsimrl.slime.samples import sample_status
+from shopsimrl.slime.settings import slime_settings
 from shopsimrl.slime.state import hook_state
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,8 @@ async def _play_gated(
     # lazy: the agent loop loads with the first episode (slime_runtime stays light)
     from shopsimrl.agent import run_episode
 
-    async with hook_state().episode_gate(env_slots(args)):
+    settings = slime_settings(args)
+    async with hook_state().episode_gate(settings.env_slots):
         if watch.aborted():
             raise EpisodeAborted
         return await run_episode(
@@ -106,8 +108,8 @@ async def _play_gated(
             policy,
             task_id,
             rollout_id=str(sample.index),
-            seed=int(getattr(args, "rollout_seed", 0) or 0) + int(sample.index or 0),
-            max_turns=max_turns(args),
+            seed=settings.rollout_seed + int(sample.index or 0),
+            max_turns=settings.max_turns,
             trace_path=trace_path,
         )
 
@@ -117,7 +119,7 @@ def action_format(args: Any) -> str:
     # lazy: the agent package loads with the first episode (slime_runtime stays light)
     from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT, UnknownActionFormat, check_action_format
 
-    value = getattr(args, "shopsim_action_format", None) or DEFAULT_ACTION_FORMAT
+    value = slime_settings(args).action_format or DEFAULT_ACTION_FORMAT
     try:
         return check_action_format(str(value))
     except UnknownActionFormat as exc:
@@ -150,7 +152,7 @@ def _trace_path(args: Any, sample: Any, task_id: str, evaluation: bool) -> Path:
     ``set_current_rollout_id`` recorded for its sample hooks, when loaded), and a name
     no earlier episode of this process holds.
     """
-    root = Path(trace_dir(args))
+    root = Path(slime_settings(args).trace_dir)
     if not evaluation:
         return root / f"group_{sample.group_index}" / f"sample_{sample.index}.json"
     rollout = getattr(sys.modules.get("slime.rollout.sample_hooks"), "_current_rollout_id", None)
@@ -178,7 +180,8 @@ def _http_env_client(args: Any) -> Any:
     from shopsimrl.env.auth import load_token
     from shopsimrl.env.pool import make_env_client
 
-    return make_env_client(env_url(args), token=load_token(getattr(args, "shopsim_env_token_file", None)))
+    settings = slime_settings(args)
+    return make_env_client(settings.env_url, token=load_token(settings.env_token_file))
 
 
 def _fill_aborted(sample: Any, policy: Any = None, trace_path: str | None = None) -> Any:

@@ -41,8 +41,11 @@ class GroupGeneration:
         state.pendings.add(task)
         self._index_of[task] = start.index
 
-    async def finished(self) -> list[tuple[int, list[Any]]]:
-        """Wait until some tasks are done: ``(index, samples)`` for each, in slime's order (a set's)."""
+    async def finished(self) -> list[tuple[int, list[Any]]] | None:
+        """Wait until some tasks are done: ``(index, samples)`` for each, in slime's order (a set's); ``None``: no
+        task is pending."""
+        if not self.state.pendings:
+            return None
         done, self.state.pendings = await asyncio.wait(self.state.pendings, return_when=asyncio.FIRST_COMPLETED)
         return [(self._index_of.pop(task), task.result()) for task in done]
 

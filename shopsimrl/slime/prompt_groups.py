@@ -7,17 +7,18 @@ The adaptive rollout function (:mod:`shopsimrl.slime.rollout_fn`) hands this to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from shopsimrl.slime.samples import sample_weight
+from shopsimrl.slime.samples import sample_weight, task_of
 
 
 class DataSourceGroups:
     """slime's data source as the step's prompt source: each pick is a group of slime samples, with the
     selector's predicted chance of spread for its prompt (0 for a partial group buffered before a resume).
 
-    The results reach the selector through slime's all-samples hook (``record_groups``), as on slime's own
-    path, so ``settle`` and ``release`` do nothing here.
+    The step's ``close()`` settles the data source through :meth:`settle` and :meth:`release`: every group it
+    started, surplus included, before slime's all-samples hook runs.
     """
 
     def __init__(self, data_source: Any) -> None:
@@ -30,7 +31,7 @@ class DataSourceGroups:
 
     def next_prompt(self) -> tuple[list[Any], float]:
         (group,) = self.data_source.get_samples(1)
-        task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)
+        task_id = task_of(group)
         selector = self.data_source.selector
         return group, 1.0 - selector.predicted_zero_spread(task_id) if task_id in selector.in_flight else 0.0
 
@@ -41,7 +42,7 @@ class DataSourceGroups:
 
     def predicted_logit(self, group: list[Any]) -> tuple[float, float] | None:
         """Staged siblings: the selector's pass-rate logit for the group's prompt (``None``: not its pick)."""
-        task_id = (group[0].metadata or {}).get("task_id", group[0].prompt)
+        task_id = task_of(group)
         selector = self.data_source.selector
         return selector.predicted_logit(task_id) if task_id in selector.in_flight else None
 
@@ -52,8 +53,14 @@ class DataSourceGroups:
     def next_prompts(self, k: int) -> list[list[Any]]:
         return self.data_source.get_samples(k)
 
-    def settle(self, prompt_id: Any, rewards: Any, *, surplus: bool = False) -> None:
-        return None
+    def settle(self, group: Sequence[Any], rewards: Sequence[float] | None, *, surplus: bool = False) -> None:
+        """A decided group at step end: recorded, or released (unscored; surplus, with its evidence)."""
+        selector, task_id = self.data_source.selector, task_of(group)
+        if task_id in selector.in_flight:  # else a buffered partial group handed out before a resume
+            selector.settle(task_id, rewards, surplus=surplus)
 
-    def release(self, prompt_id: Any, rewards: Any = None) -> None:
-        return None
+    def release(self, group: Sequence[Any], rewards: Sequence[float] | None = None) -> None:
+        """A group aborted at step end: its prompt out of flight."""
+        selector, task_id = self.data_source.selector, task_of(group)
+        if task_id in selector.in_flight:
+            selector.release(task_id, rewards)

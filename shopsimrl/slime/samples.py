@@ -1,4 +1,4 @@
-"""slime ``Sample`` helpers shared by the hooks: settings read from ``args``, outcomes, statuses.
+"""slime ``Sample`` helpers shared by the hooks: outcomes, statuses, weights (settings: :mod:`.settings`).
 
 Samples are read by attribute name only (``group_index``, ``index``,
 ``rollout_id``, ``reward``, ``metadata``, ``status``...), so slime's own
@@ -8,19 +8,19 @@ Samples are read by attribute name only (``group_index``, ``index``,
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shopsimrl.defaults import (
-    DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_SLOTS,
-    DEFAULT_TRACE_DIR,
-    DEFAULT_URL,
-)
 from shopsimrl.sampling import GroupOutcome, TrajectoryOutcome
-from shopsimrl.sampling.verdict import DEFAULT_REWARD_KEY, is_scored, iter_samples, rollout_key, sample_reward
+from shopsimrl.sampling.verdict import (
+    group_label,
+    is_scored,
+    iter_samples,
+    rollout_key,
+    sample_reward,
+    unique_rollout_rewards,
+)
+from shopsimrl.slime.settings import slime_settings
 
 # reward_detail keys the env reports once an episode ends (docs/dynamic-sampling.md §7: r_strict, r_success).
 STRICT_KEY = "r_strict"
@@ -32,46 +32,24 @@ WEIGHT_KEY = "shopsim_weight"
 
 def reward_key(args: Any) -> str:
     """slime's ``--reward-key`` (our rewards are dicts); ``"reward"`` when unset."""
-    return getattr(args, "reward_key", None) or DEFAULT_REWARD_KEY
+    return slime_settings(args).reward_key
 
 
-def max_consecutive_failed_groups(args: Any) -> int:
-    value = getattr(args, "shopsim_max_consecutive_failed_groups", None)
-    return DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS if value is None else value
+def scored_rewards(group: Sequence[Any], key: str) -> list[float] | None:
+    """A completed group's rewards, one per unique rollout (``None``: a sample is unscored, a technical group):
+    what the step and the prompt source hear of it."""
+    samples = list(iter_samples(group))
+    if not samples:
+        raise ValueError(f"{group_label(group)} is empty: a group needs at least one sample")
+    if not all(is_scored(s, key) for s in samples):
+        return None
+    return list(unique_rollout_rewards(samples, key, label=group_label(group)).values())
 
 
-def trace_dir(args: Any) -> str:
-    return str(getattr(args, "shopsim_trace_dir", None) or DEFAULT_TRACE_DIR)
-
-
-def env_slots(args: Any) -> int:
-    """How many episodes may hold an env slot at once (``args.shopsim_env_slots``)."""
-    value = getattr(args, "shopsim_env_slots", None)
-    return DEFAULT_SLOTS if value is None else int(value)
-
-
-def env_url(args: Any) -> str:
-    return str(getattr(args, "shopsim_env_url", None) or DEFAULT_URL)
-
-
-#: The custom-config key of the turn cap before it was named in turns; read for one more release.
-DEPRECATED_MAX_TURNS_KEY = "shopsim_max_steps"
-
-
-def max_turns(args: Any) -> int:
-    """Turns per episode (``args.shopsim_max_turns``, from the launcher's custom config).
-
-    The old key ``shopsim_max_steps`` (a custom config written by an older launcher) is still read when
-    the new one is absent, with a ``FutureWarning`` naming the new key; Python's default warning filter
-    shows it on stderr once per process, not once per episode.
-    """
-    value = getattr(args, "shopsim_max_turns", None)
-    if value is None:
-        value = getattr(args, DEPRECATED_MAX_TURNS_KEY, None)
-        if value is not None:
-            warnings.warn(f"the custom-config key {DEPRECATED_MAX_TURNS_KEY} is deprecated and will be removed in the "
-                          f"next release: use shopsim_max_turns", FutureWarning, stacklevel=2)
-    return DEFAULT_MAX_TURNS if value is None else int(value)
+def task_of(group: Sequence[Any]) -> Any:
+    """The prompt (ShopSim task id) a group of samples was drawn for."""
+    first = next(iter(iter_samples(group)))
+    return (first.metadata or {}).get("task_id", first.prompt)
 
 
 def sample_status(sample: Any, name: str) -> Any:

@@ -5,8 +5,9 @@ gets ``(args, group)`` and nothing else, the metric hooks are separate calls of
 the same rollout step.  Whatever must outlive a call therefore has to live in the
 hook module's process:
 
-- the consecutive-failure streak (docs/dynamic-sampling.md §2.1), which spans filter calls and steps, and
-  who feeds it: the filter hook on slime's own loop, the rollout step under our rollout function;
+- the consecutive-failure streak (docs/dynamic-sampling.md §2.1), which spans filter calls and steps: the
+  filter hook feeds it on slime's own loop, the rollout step under our rollout function (which never calls
+  the filter hook, so only one of them feeds it in a run);
 - the completed groups of the current step, handed from
   ``--rollout-all-samples-process-path`` to ``--custom-rollout-log-function-path``, and the data
   source that log hook tells the rollout ended (its saved state, under ``train_async.py``);
@@ -62,7 +63,6 @@ class SlimeHookState:
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     guard: ConsecutiveFailureGuard | None = None
-    stop_decided_by_step: bool = False  # our rollout function's step feeds the guard: the filter hook leaves it
     completed_groups: list[GroupOutcome] | None = None  # set by the all-samples hook, taken by the log hook
     selector_metrics: dict[str, float] | None = None  # from the selector data source, taken by the log hook
     selector_source: Any = None  # the selector data source, told the trained prompts by the log hook (concentration)

@@ -1,6 +1,6 @@
 """``shopsimrl slime check`` stopped while slime's legs run (probe row 8): nothing of it stays behind.
 
-A fake slime whose ``train.py`` blocks (``tests/slime_harness/fake_slime.py``: slime's modules
+A fake slime whose ``train.py`` blocks (``shopsimrl/slime/harness/double/checkouts.py``: slime's modules
 import, so the loop legs start, two at a time, and never end).  SIGTERM or SIGINT to the check:
 it exits 128 + the signal in bounded time, one line, its legs killed by their PIDs and its
 temporary folder removed.  SIGKILL to the check (it can clean nothing up): its legs still end,
@@ -18,7 +18,8 @@ import time
 import pytest
 from faults.processes import wait_for
 from local_processes import alive
-from slime_harness import fake_slime
+
+from shopsimrl.slime.harness.double import checkouts
 
 
 def start_check(tree, scratch) -> subprocess.Popen[str]:
@@ -29,12 +30,12 @@ def start_check(tree, scratch) -> subprocess.Popen[str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_a_stopped_check_leaves_no_leg_and_no_folder(tmp_path, sig):
-    tree = fake_slime.blocking_train(tmp_path / "slime")
+    tree = checkouts.blocking_train(tmp_path / "slime")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     check = start_check(tree, scratch)
     try:
-        legs = wait_for(lambda: len(fake_slime.pids(tree)) >= 2 and fake_slime.pids(tree), 120,
+        legs = wait_for(lambda: len(checkouts.pids(tree)) >= 2 and checkouts.pids(tree), 120,
                         "two loop legs running slime's train.py")
         assert all(alive(pid) for pid in legs)
         sent = time.monotonic()

@@ -10,7 +10,9 @@ patched: a group's siblings end at ``start + duration`` (groups ending at one in
 - the simulator: ``simulate_step`` over a scripted world (the ``i``-th group drawn is group ``i``);
 - ``replay``: the supply as (verdict, duration) pairs (fixed waves, whole groups: what it runs);
 - ``replay_recorded``: the reference's own record, batches and refills, as a run records them (whole groups);
-- ``check_prompt_source``: the contract every shell relies on, checked on the case's prompt source.
+- ``check_prompt_source``: the contract every shell relies on, checked on the case's prompt source;
+- slime's rollout function: ``generate_rollout`` on the slime double, its episodes slime's custom generate
+  function taking each sibling's reward and duration on a virtual clock (``sampling/slime_shell.py``).
 
 The reference is the step pumped (:func:`~shopsimrl.sampling.pump.pump`) with a scripted shell of the test's
 own.  Each run yields the decisions (index, decision, reason, remaining, kept) in order, what they settled
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from sampling import slime_shell
 
 from shopsimrl.agent.result import EpisodeResult
 from shopsimrl.io import read_jsonl
@@ -151,12 +154,16 @@ class Outcome:
     stopped_early: int | None = 0  # staged groups decided after their first K
     stop: tuple[int, int] | None = None  # the consecutive-failure stop: (the trigger's index, the streak)
     contract_only: bool = False  # the shell checked the source's contract (it raises when broken), nothing else
+    slime_view: dict[str, Any] | None = None  # slime's rollout function: what slime sees of ``settled`` (slime_view)
 
     def agrees_with(self, reference: Outcome) -> bool:
         if self.contract_only:
             return True
         if self.stop is not None or reference.stop is not None:
             return self.stop == reference.stop
+        if self.slime_view is not None and (reference.settled is None or
+                                            self.slime_view != slime_view(reference.settled)):
+            return False
         return all(mine is None or mine == theirs for mine, theirs in (
             (self.decisions, reference.decisions), (self.settled, reference.settled),
             (self.stopped_early, reference.stopped_early)))
@@ -343,15 +350,34 @@ def run_check_prompt_source(case: Case, tmp_path: Any) -> Outcome:
     return Outcome(decisions=None, settled=None, stopped_early=None, contract_only=True)
 
 
+def run_slime(case: Case, tmp_path: Any) -> Outcome:
+    """slime's rollout function through ``generate_rollout`` on the slime double (``sampling/slime_shell.py``): it
+    reports what slime sees of the step, the batch by sample index and the drops by count (:func:`slime_view`)."""
+    try:
+        seen = slime_shell.run_slime(case.play, case.source(), PROMPTS, tmp_path, target=case.target, wave=case.wave,
+                                     n=case.n, limit=case.limit, staged=case.staged)
+    except TooManyTechnicalFailures as exc:
+        return stopped(exc)
+    return Outcome(decisions=None, settled=None, stopped_early=seen.pop("stopped_early"), slime_view=seen)
+
+
+def slime_view(settled: dict[str, Any]) -> dict[str, Any]:
+    """What slime sees of a step's outcome: the batch sorted by sample index, drops and surplus by count."""
+    return {"kept": sorted(settled["kept"]), "fallback": sorted(settled["fallback"]),
+            "dropped": {reason: len(ids) for reason, ids in settled["dropped"].items()},
+            "surplus": len(settled["surplus"]), "aborted": sorted(settled["aborted"])}
+
+
 @dataclass(frozen=True)
 class ShellRow:
     run: Callable[[Case, Any], Outcome]
     runs: Callable[[Case], bool]  # the cases (wave modes, staging) the shell supports
 
 
-#: Every shell around the step, and the cases it runs.  slime's rollout function joins as one more row once it
-#: runs on ``apump`` through its public entry point: ``"slime": ShellRow(run_slime, lambda c: c.waves == "adaptive")``.
+#: Every shell around the step, and the cases it runs (slime's rollout function: adaptive waves; on fixed waves slime
+#: runs its own loop).
 SHELLS: dict[str, ShellRow] = {
+    "slime": ShellRow(run_slime, lambda c: c.waves == "adaptive"),
     "driver": ShellRow(run_driver, lambda c: True),
     "simulator": ShellRow(run_simulator, lambda c: True),
     "replay": ShellRow(run_replay, lambda c: c.waves == "fixed" and not c.staged),

@@ -2,7 +2,7 @@
 
 - a path that is no slime is refused; a slime function whose signature moved is named, and so is
   the slime double the in-process tests use, which no longer matches;
-- a broken slime (fake checkouts, ``fake_slime.py``; no real slime needed): an empty tree, an
+- a broken slime (broken checkouts from the slime double, ``double/checkouts.py``; no real slime needed): an empty tree, an
   import that blocks (killed at ``--timeout``), a ``train.py`` that exits early: no PASS for a
   check that did not run (before the fix an empty tree gave 24 PASS verdicts of 31, a blocking
   import hung the check for ever, an early exit ended in ``KeyError: 'trained'``);
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 from local_processes import alive
-from slime_harness import fake_slime
 
 from shopsimrl.cli import main
 from shopsimrl.slime.harness.checks import CHECKS, _same_state, check_feedback
+from shopsimrl.slime.harness.double import checkouts
 from shopsimrl.slime.harness.loop import CONFIGURATIONS, LoopSettings, run_configuration
 from shopsimrl.slime.harness.outcome import Status
 
@@ -77,7 +77,7 @@ def check(src: Path, tmp_path: Path, *options: str, timeout: float = 120) -> tup
 
 
 def test_an_empty_slime_tree_gives_no_pass(tmp_path):
-    code, verdicts, out = check(fake_slime.empty(tmp_path / "slime"), tmp_path)
+    code, verdicts, out = check(checkouts.empty(tmp_path / "slime"), tmp_path)
     assert code == 1, out
     assert len(verdicts) == ALL_CHECKS, out
     assert verdicts.pop("surface") == "FAIL"
@@ -86,28 +86,28 @@ def test_an_empty_slime_tree_gives_no_pass(tmp_path):
 
 
 def test_a_slime_import_that_blocks_is_killed_at_the_time_limit(tmp_path):
-    tree = fake_slime.blocking_import(tmp_path / "slime")
+    tree = checkouts.blocking_import(tmp_path / "slime")
     started = time.monotonic()
     code, verdicts, out = check(tree, tmp_path, "--timeout", "10")
     assert time.monotonic() - started < 60, "the check waited past its time limit"
     assert code == 1 and verdicts["surface"] == "FAIL" and "did not import within 10 s (--import-timeout)" in out, out
     assert [s for name, s in verdicts.items() if name != "surface"] == ["NOT RUN"] * (ALL_CHECKS - 1)
-    assert fake_slime.pids(tree) and not any(alive(pid) for pid in fake_slime.pids(tree))
+    assert checkouts.pids(tree) and not any(alive(pid) for pid in checkouts.pids(tree))
 
 
 @pytest.mark.slow
 def test_a_slime_import_that_blocks_is_reported_within_a_minute_by_default(tmp_path):
     """The first process only imports slime: its own limit (--import-timeout, 45 s), not a leg's 600 s."""
-    tree = fake_slime.blocking_import(tmp_path / "slime")
+    tree = checkouts.blocking_import(tmp_path / "slime")
     started = time.monotonic()
     code, verdicts, out = check(tree, tmp_path)
     assert time.monotonic() - started < 60, "a hanging import was not reported within a minute"
     assert code == 1 and "did not import within 45 s (--import-timeout)" in out, out
-    assert not any(alive(pid) for pid in fake_slime.pids(tree))
+    assert not any(alive(pid) for pid in checkouts.pids(tree))
 
 
 def test_a_slime_that_exits_early_fails_with_the_reason(tmp_path):
-    tree = fake_slime.importable(tmp_path / "slime", fake_slime.EXIT_EARLY)
+    tree = checkouts.importable(tmp_path / "slime", checkouts.EXIT_EARLY)
     result = run_configuration(tree, tmp_path / "loop", "seed", "fixed", LoopSettings(steps=2, tasks=50), legs=("full",))
     loop = result.checks["loop"]
     assert loop.status is Status.FAIL
@@ -122,7 +122,7 @@ def test_sigterm_stops_the_check_kills_slime_and_removes_its_folder(tmp_path):
     """SIGTERM while slime's import blocks (tests/faults/test_slime_check_stops.py: SIGINT and SIGKILL too, while
     the loop legs run)."""
     stop = signal.SIGTERM
-    tree = fake_slime.blocking_import(tmp_path / "slime")
+    tree = checkouts.blocking_import(tmp_path / "slime")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     process = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", "slime", "check", "--slime-src", str(tree)],
@@ -130,7 +130,7 @@ def test_sigterm_stops_the_check_kills_slime_and_removes_its_folder(tmp_path):
                                env={**os.environ, "TMPDIR": str(scratch)})
     try:
         deadline = time.monotonic() + 60
-        while not fake_slime.pids(tree):  # slime's import is running (and blocked) in the check's child
+        while not checkouts.pids(tree):  # slime's import is running (and blocked) in the check's child
             assert time.monotonic() < deadline and process.poll() is None, "slime's import never started"
             time.sleep(0.05)
         assert len(list(scratch.iterdir())) == 1  # the check's temporary folder
@@ -143,7 +143,7 @@ def test_sigterm_stops_the_check_kills_slime_and_removes_its_folder(tmp_path):
     assert process.returncode == 128 + stop, (out, err)
     assert f"stopped by {stop.name}" in err and "Traceback" not in err, err
     assert list(scratch.iterdir()) == []
-    assert not any(alive(pid) for pid in fake_slime.pids(tree))
+    assert not any(alive(pid) for pid in checkouts.pids(tree))
 
 
 def leg_with(order: list[list], source: str = "shopsimrl.slime.data_source.SelectorDataSource") -> dict:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 import pytest
 from agent.fakes import TASK, FakeEnv
 
+from shopsimrl.slime.harness.double import rollout as slime_double
 from shopsimrl.slime.harness.double.rollout import Sample, slime_args
 from shopsimrl.slime.harness.scripted_sglang import ScriptedSGLang, serving
 from shopsimrl.slime.state import hook_state
@@ -17,10 +17,11 @@ from shopsimrl.slime_runtime import generate
 
 
 def slime_rollout_id(monkeypatch, rollout_id: int) -> None:
-    """What slime's RolloutManager.eval sets with set_current_rollout_id (slime/rollout/sample_hooks.py)."""
-    module = types.ModuleType("slime.rollout.sample_hooks")
-    module._current_rollout_id = rollout_id
-    monkeypatch.setitem(sys.modules, "slime.rollout.sample_hooks", module)
+    """What slime's RolloutManager.eval sets with set_current_rollout_id (slime/rollout/sample_hooks.py), in the
+    slime double."""
+    if "slime.rollout.sample_hooks" not in sys.modules:
+        slime_double.install(monkeypatch)
+    monkeypatch.setattr(sys.modules["slime.rollout.sample_hooks"], "_current_rollout_id", rollout_id)
 
 
 async def test_eval_traces_get_their_own_folder_and_never_overwrite_each_other(tokenizer_dir, tmp_path, monkeypatch):
@@ -31,7 +32,7 @@ async def test_eval_traces_get_their_own_folder_and_never_overwrite_each_other(t
     server = ScriptedSGLang(AutoTokenizer.from_pretrained(tokenizer_dir), lambda body: ("thinking out loud", "length"))
     with serving(server):
         args = slime_args(sglang_router_ip="127.0.0.1", sglang_router_port=server.port, hf_checkpoint=str(tokenizer_dir),
-                          shopsim_trace_dir=str(tmp_path / "traces"))
+                          shopsim_trace_dir=str(tmp_path / "traces"), sampling_params={})
         params = {"temperature": 0.0, "top_p": 0.7, "top_k": 20, "max_new_tokens": 100}  # eval may sample greedily
 
         async def eval_episode(index: int) -> Sample:

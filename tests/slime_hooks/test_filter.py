@@ -16,18 +16,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shopsimrl.sampling import REASON_TECHNICAL, REASON_ZERO_STD, TooManyTechnicalFailures
+from shopsimrl.slime.harness.double import rollout as slime_double
 from shopsimrl.slime.state import hook_state, reset_hook_state
-from shopsimrl.slime_runtime import DynamicFilterOutput, fully_scored_group_filter
+from shopsimrl.slime_runtime import fully_scored_group_filter
+
+
+@pytest.fixture(autouse=True)
+def slime(monkeypatch):
+    """The filter runs inside slime: the slime double, installed for every test."""
+    slime_double.install(monkeypatch)
+    return sys.modules["slime.rollout.filter_hub.base_types"]
 
 
 def fields_of(output):
     return (output.keep, output.reason, output.keep_when_insufficient)
 
 
-def test_varied_flat_group_is_kept(kit):
+def test_varied_flat_group_is_kept(kit, slime):
     group = [kit.scored(3, i, r) for i, r in enumerate([1.0, 0.0, 0.0, 1.0])]
     out = fully_scored_group_filter(kit.args(), group)
-    assert isinstance(out, DynamicFilterOutput)
+    assert isinstance(out, slime.DynamicFilterOutput)
     assert fields_of(out) == (True, None, False)
 
 
@@ -170,32 +178,18 @@ def test_default_failure_limit_is_eight(kit):
         fully_scored_group_filter(args, [kit.unscored(7, 0)])
 
 
-def _install_fake_slime(monkeypatch, cls):
-    names = ["slime", "slime.rollout", "slime.rollout.filter_hub", "slime.rollout.filter_hub.base_types"]
-    for name in names:
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    sys.modules["slime.rollout.filter_hub.base_types"].DynamicFilterOutput = cls
-
-
-def test_returns_slimes_own_class_when_slime_is_installed(kit, monkeypatch):
-    @dataclasses.dataclass
-    class SlimeDynamicFilterOutput:
-        keep: bool
-        reason: str | None = None
-        keep_when_insufficient: bool = False
-
-    _install_fake_slime(monkeypatch, SlimeDynamicFilterOutput)
+def test_returns_slimes_own_class(kit, slime):
     out = fully_scored_group_filter(kit.args(), [kit.scored(1, 0, 0.0), kit.scored(1, 1, 0.0)])
-    assert type(out) is SlimeDynamicFilterOutput
+    assert type(out) is slime.DynamicFilterOutput
     assert fields_of(out) == (False, REASON_ZERO_STD, True)
 
 
-def test_refuses_a_slime_without_the_fallback_field(kit, monkeypatch):
+def test_refuses_a_slime_without_the_fallback_field(kit, monkeypatch, slime):
     @dataclasses.dataclass
     class OldDynamicFilterOutput:
         keep: bool
         reason: str | None = None
 
-    _install_fake_slime(monkeypatch, OldDynamicFilterOutput)
+    monkeypatch.setattr(slime, "DynamicFilterOutput", OldDynamicFilterOutput)
     with pytest.raises(RuntimeError, match="keep_when_insufficient"):
         fully_scored_group_filter(kit.args(), [kit.scored(1, 0, 0.0)])

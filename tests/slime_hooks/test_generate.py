@@ -22,6 +22,7 @@ from slime_hooks.model_text import WINNING, loss_mask_spans
 from shopsimrl.agent.messages import DEFAULT_SYSTEM_PROMPT, with_turns_left
 from shopsimrl.env.pages import all_tools
 from shopsimrl.sampling import REASON_TECHNICAL
+from shopsimrl.slime.harness.double import rollout as slime_double
 from shopsimrl.slime.harness.scripted_sglang import END, ENGINE_ERROR, ScriptedSGLang, serving
 from shopsimrl.slime_runtime import UnsupportedSlimeSetting, fully_scored_group_filter, generate
 
@@ -188,7 +189,8 @@ async def test_the_response_never_exceeds_the_token_budget(kit, sglang, tokenize
 
 
 @pytest.mark.parametrize("failure", ["env", "sglang"])
-async def test_technical_failure_returns_a_zero_loss_placeholder(kit, sglang, tokenizer_dir, tmp_path, env, failure):
+async def test_technical_failure_returns_a_zero_loss_placeholder(kit, sglang, tokenizer_dir, tmp_path, env, failure,
+                                                                 monkeypatch):
     if failure == "env":
         env.fail_on = "step"
         sglang.reset([(WINNING[0], "stop")])
@@ -203,6 +205,7 @@ async def test_technical_failure_returns_a_zero_loss_placeholder(kit, sglang, to
     assert len(sample.rollout_log_probs) == sample.response_length
     assert env.leased == 0  # the lease was released
     siblings = [kit.scored(2, 18, 1.0), kit.scored(2, 19, 0.0)]
+    slime_double.install(monkeypatch)  # slime filters the group: its filter runs inside slime
     out = fully_scored_group_filter(make_args(sglang, tokenizer_dir, tmp_path), [sample, *siblings])
     assert (out.keep, out.reason, out.keep_when_insufficient) == (False, REASON_TECHNICAL, False)
 

@@ -1,46 +1,31 @@
 """slime's adaptive rollout function with staged siblings (R29): siblings through slime's per-sample
-``generate_and_rm``, whole groups to the trainer, early stops as zero-std drops in slime's drop metrics."""
+``generate_and_rm`` (the slime double's), whole groups to the trainer, early stops as zero-std drops in slime's
+drop metrics."""
 
 from __future__ import annotations
 
-import asyncio
-import sys
-
 import pytest
-from slime_hooks.test_rollout_fn import args, fake_slime, solved  # noqa: F401  (fixtures)
+from slime_hooks.test_rollout_fn import args, slime  # noqa: F401  (fixtures)
 
 from shopsimrl.sampling.filter import REASON_ZERO_STD
 from shopsimrl.sampling.staged import STAGED_PREFIX
 from shopsimrl.slime.data_source import SelectorDataSource
+from shopsimrl.slime.rollout_fn import generate_rollout
 
 
-@pytest.fixture
-def per_sample(fake_slime, kit):  # noqa: F811
-    """slime's ``generate_and_rm`` for one sample: solved prompts always succeed, the others alternate."""
-    calls = []
+def test_r29_slime_staged_whole_groups_to_the_trainer_and_early_stops_counted(args, kit, slime, monkeypatch):  # noqa: F811
+    per_sample = []
+    real = slime.module.generate_and_rm
 
-    async def generate_and_rm(_args, sample, sampling_params, evaluation=False):
-        task_id = sample.metadata["task_id"]
-        assert sample.session_id is not None
-        calls.append((task_id, sample.index))
-        await asyncio.sleep(0.001 * (1 + int(task_id.split("-")[1]) % 5))
-        reward = 1.0 if solved(task_id) else float(sample.index % 2)
-        out = kit.scored(sample.group_index, sample.index, reward, rollout_id=sample.index)
-        out.metadata.update(task_id=task_id)
-        out.prompt = task_id
-        return out
+    async def generate_and_rm(_args, sample, sampling_params, evaluation=False):  # slime's, spied on
+        per_sample.append(sample.session_id)
+        return await real(_args, sample, sampling_params, evaluation=evaluation)
 
-    sys.modules["slime.rollout.sglang_rollout"].generate_and_rm = generate_and_rm
-    return calls
-
-
-def test_r29_slime_staged_whole_groups_to_the_trainer_and_early_stops_counted(fake_slime, per_sample, args, kit):  # noqa: F811
-    from shopsimrl.slime.rollout_fn import generate_rollout
-
+    monkeypatch.setattr(slime.module, "generate_and_rm", generate_and_rm)
     args.shopsim_siblings, args.shopsim_stage_size, args.rollout_batch_size = "staged", 2, 2
     source = SelectorDataSource(args, sample_cls=kit.Sample)
     stopped = saved = 0
-    # which groups stop early follows the prediction, which follows the order the stand-in's groups finish in (an
+    # which groups stop early follows the prediction, which follows the order the double's groups finish in (an
     # asyncio race): run at least 8 steps, and up to 32 until one group has stopped early
     for rollout_id in range(32):
         if rollout_id >= 8 and stopped:
@@ -56,20 +41,17 @@ def test_r29_slime_staged_whole_groups_to_the_trainer_and_early_stops_counted(fa
         # every early stop is one of slime's zero-std drops
         assert m.get(f"rollout/dynamic_filter/drop_{REASON_ZERO_STD}", 0) >= m[STAGED_PREFIX + "groups_stopped_early"]
         assert source.selector.in_flight == frozenset()
-    assert per_sample, "staged siblings go through slime's per-sample generate_and_rm"
+    assert per_sample and None not in per_sample, "staged siblings go through slime's per-sample generate_and_rm, " \
+                                                  "a session id each"
     assert stopped > 0 and saved == 2 * stopped
 
 
-def test_r29_slime_staging_is_refused_with_a_group_reward_model(fake_slime, args, kit):  # noqa: F811
-    from shopsimrl.slime.rollout_fn import generate_rollout
-
+def test_r29_slime_staging_is_refused_with_a_group_reward_model(args, kit):  # noqa: F811
     args.shopsim_siblings, args.group_rm = "staged", True
     with pytest.raises(ValueError, match="group-rm"):
         generate_rollout(args, 0, SelectorDataSource(args, sample_cls=kit.Sample))
 
 
-def test_r29_slime_default_writes_no_staging_figures(fake_slime, args, kit):  # noqa: F811
-    from shopsimrl.slime.rollout_fn import generate_rollout
-
+def test_r29_slime_default_writes_no_staging_figures(args, kit):  # noqa: F811
     out = generate_rollout(args, 0, SelectorDataSource(args, sample_cls=kit.Sample))
     assert not [k for k in out.metrics if k.startswith(STAGED_PREFIX)]

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from shopsimrl.defaults import DEFAULT_MAX_TURNS
-from shopsimrl.slime.samples import max_turns
+from shopsimrl.slime.settings import slime_settings
 
 OLD_KEY_WARNING = ("the custom-config key shopsim_max_steps is deprecated and will be removed in the next release: "
                    "use shopsim_max_turns")
@@ -20,7 +20,7 @@ def read_three_times(**config: int) -> tuple[list[int], list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.resetwarnings()
         warnings.simplefilter("default")
-        values = [max_turns(SimpleNamespace(**config)) for _ in range(3)]
+        values = [slime_settings(SimpleNamespace(**config)).max_turns for _ in range(3)]
     return values, [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
 
 
@@ -42,4 +42,4 @@ def test_the_new_key_wins_over_the_old_one():
 
 @pytest.mark.parametrize("value", ["5", 5.0])
 def test_the_cap_is_an_integer(value):
-    assert max_turns(SimpleNamespace(shopsim_max_turns=value)) == 5
+    assert slime_settings(SimpleNamespace(shopsim_max_turns=value)).max_turns == 5

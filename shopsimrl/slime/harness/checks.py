@@ -55,7 +55,7 @@ from shopsimrl.slime.harness.outcome import Outcome, Status
 from shopsimrl.slime.harness.recorded_leg import finished, group_size, nothing_to_compare, trained_groups
 from shopsimrl.slime.harness.weight_check import check_weights
 from shopsimrl.slime.harness.workspace import EVAL_DATASET
-from shopsimrl.slime.samples import max_consecutive_failed_groups
+from shopsimrl.slime.settings import slime_settings
 
 if TYPE_CHECKING:
     from shopsimrl.slime.harness.loop import LoopSettings
@@ -145,7 +145,7 @@ def check_replay(leg: dict[str, Any], waves: str) -> Outcome:
     target, wave = int(leg["args"]["rollout_batch_size"]), int(leg["args"]["over_sampling_batch_size"])
     logged = [entry["metrics"] for entry in leg["logged"] if entry["step_key"] == "rollout/step"]
     base = 0  # slime's group index of the step's first group: fixed, what earlier steps submitted; adaptive, handed
-    guard = ConsecutiveFailureGuard(max_consecutive_failed_groups(SimpleNamespace(**leg["args"])))  # the run's
+    guard = ConsecutiveFailureGuard(slime_settings(SimpleNamespace(**leg["args"])).max_consecutive_failed_groups)  # the run's
     for step in sorted(leg["trained"], key=int):
         events = leg.get("events", {}).get(step, [])
         if mode is WaveMode.ADAPTIVE:

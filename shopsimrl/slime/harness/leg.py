@@ -11,8 +11,8 @@ tracker; the one thing of slime's changed is the order in which it meets the gro
 event-loop turn, made the same in every process: :mod:`.tie_order`):
 
 - every step slime trains: the train data the training actor receives (stand-in actor);
-- every group our filter hook sees, in the order slime filters them, with a batch
-  number (one batch per ``asyncio.wait`` wake-up: a callback marks the loop's next turn);
+- every group our filter hook sees (slime's own loop) or our rollout function judges, in the order they are
+  judged, with a batch number (one batch per ``asyncio.wait`` wake-up: a callback marks the loop's next turn);
 - the groups our data source hands out (``get_samples``), and the selector's records;
 - after each step: what the selector still has in flight;
 - the dicts slime gives its tracker (``slime.observability.logging_utils.log``).
@@ -38,6 +38,7 @@ from shopsimrl.io import atomic_write_text
 from shopsimrl.sampling import group_verdict
 from shopsimrl.sampling.picker import Picker as PromptSelector
 from shopsimrl.sampling.verdict import iter_samples
+from shopsimrl.slime.batch import SlimeBatch
 from shopsimrl.slime.data_source import SelectorDataSource
 from shopsimrl.slime.harness.children import die_with_parent
 from shopsimrl.slime.harness.double.training_actor import ACTOR, HarnessCrash
@@ -135,15 +136,26 @@ def _observe(recorder: Recorder) -> None:
     runtime = importlib.import_module(filter_module)
     real_filter = getattr(runtime, filter_name)
 
-    def observed_filter(args: Any, group: Any, **kwargs: Any) -> Any:
+    def judged(group: Any, verdict: Any) -> None:
         samples = list(iter_samples(group))
-        verdict = group_verdict(group, reward_key(args))
         rid, batch = recorder.rollout_id(), recorder.batch()
         recorder.filtered.setdefault(rid, []).append([batch, samples[0].group_index, _task(samples[0]), verdict.value])
         recorder.events.setdefault(rid, []).append(["filter", batch, samples[0].group_index, verdict.value])
+
+    def observed_filter(args: Any, group: Any, **kwargs: Any) -> Any:  # slime's own loop
+        judged(group, group_verdict(group, reward_key(args)))
         return real_filter(args, group, **kwargs)
 
     setattr(runtime, filter_name, observed_filter)
+
+    real_judge = SlimeBatch.judge
+
+    def observed_judge(self: Any, index: int, group: Any) -> Any:  # our rollout function judges without the filter
+        verdict, rewards = real_judge(self, index, group)
+        judged(group, verdict)
+        return verdict, rewards
+
+    SlimeBatch.judge = observed_judge  # type: ignore[method-assign]
 
     real_get = SelectorDataSource.get_samples
 
@@ -174,30 +186,19 @@ def _observe(recorder: Recorder) -> None:
 
     RolloutDataSourceWithBuffer.get_samples = observed_slime_get
 
-    # a completed group is recorded (scored) or released (technical) by the all-samples hook; the prompts it
-    # then releases with release_in_flight() were aborted, not completed, and are not counted
-    sweeping = {"on": False}
-    for name in ("record", "release"):
-        real = getattr(PromptSelector, name)
+    # every completed group is settled with the selector (recorded, or released: technical or surplus), by the step's
+    # close() under our rollout function or by the all-samples hook on slime's own loop; the prompts released
+    # without a result (aborted) are not counted
+    real_settle = PromptSelector.settle
 
-        def counted(self: Any, prompt_id: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
-            if prompt_id in self.in_flight and not sweeping["on"]:
-                rid = recorder.rollout_id()
-                recorder.recorded[rid] = recorder.recorded.get(rid, 0) + 1
-                recorder.feedback.append(["record", rid])
-            return _real(self, prompt_id, *args, **kwargs)
+    def counted(self: Any, prompt_id: Any, *args: Any, **kwargs: Any) -> Any:
+        if prompt_id in self.in_flight:
+            rid = recorder.rollout_id()
+            recorder.recorded[rid] = recorder.recorded.get(rid, 0) + 1
+            recorder.feedback.append(["record", rid])
+        return real_settle(self, prompt_id, *args, **kwargs)
 
-        setattr(PromptSelector, name, counted)
-    real_sweep = PromptSelector.release_in_flight
-
-    def sweep(self: Any) -> Any:
-        sweeping["on"] = True
-        try:
-            return real_sweep(self)
-        finally:
-            sweeping["on"] = False
-
-    PromptSelector.release_in_flight = sweep
+    PromptSelector.settle = counted  # type: ignore[method-assign]
 
     def on_train(rollout_id: int, data: dict[str, Any]) -> None:
         parts = data["parts"]

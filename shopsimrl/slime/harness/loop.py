@@ -17,13 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.sampling.modes import STRATEGIES, WAVE_MODES
+from shopsimrl.sampling.modes import STRATEGIES, WAVE_MODES, Strategy
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 from shopsimrl.slime.harness import workspace
 from shopsimrl.slime.harness.checks import checks
 from shopsimrl.slime.harness.children import Children, child_env, child_result
 from shopsimrl.slime.harness.outcome import Outcome
 from shopsimrl.slime.harness.recorded_leg import finished, trained_groups
+from shopsimrl.slime.harness.weight_check import SKIPPING
 
 SELECTIONS = STRATEGIES
 WAVES = WAVE_MODES
@@ -137,7 +138,7 @@ def launcher_env(selection: str, waves: str, paths: dict[str, Path], directory: 
         "SELECTION": selection, "WAVES": waves, "NUM_ROLLOUT": str(settings.steps),
         "SAVE_INTERVAL": str(settings.save_interval), "HF_CHECKPOINT": str(paths["hf"]),
         "REF_LOAD": str(directory / "ref"), "SAVE_DIR": str(directory / "checkpoints"), "RUN_DIR": str(directory),
-        "PROMPT_DATA": str(paths["train_informative" if selection in ("informative", "forecast") else "train"]),
+        "PROMPT_DATA": str(paths["train_informative" if Strategy.parse(selection) in SKIPPING else "train"]),
         **settings.env,
     }
 

@@ -112,6 +112,34 @@ def double_problems() -> list[str]:
         ours, theirs = _parameters(getattr(double, name)), _parameters(getattr(rollout, name, None) or (lambda: None))
         if ours[: len(theirs)] != theirs:
             found.append(f"the slime double's {name}({', '.join(ours)}) does not take slime's ({', '.join(theirs)})")
+    return found + _package_problems()
+
+
+def _package_problems() -> list[str]:
+    """The rest of the double's slime package (:mod:`.double.slime_modules`) against this slime: the same dataclass
+    fields, methods and parameters."""
+    # the double's package: only in the child that compares it with slime
+    from shopsimrl.slime.harness.double import slime_modules as double
+
+    found: list[str] = []
+    for module_name, name in (("slime.rollout.filter_hub.base_types", "DynamicFilterOutput"),
+                              ("slime.rollout.base_types", "RolloutFnTrainOutput"),
+                              ("slime.rollout.base_types", "RolloutFnEvalOutput")):
+        real = getattr(importlib.import_module(module_name), name, None)
+        theirs = list(getattr(real, "__dataclass_fields__", {}))
+        ours = [f.name for f in fields(getattr(double, name))]
+        if ours != theirs:
+            found.append(f"the slime double's {name} has fields ({', '.join(ours)}), slime's ({', '.join(theirs)})")
+    gatherer = getattr(importlib.import_module("slime.rollout.filter_hub.base_types"), "MetricGatherer", None)
+    missing = [m for m in ("on_dynamic_filter_drop", "collect") if not hasattr(gatherer, m)]
+    if missing:
+        found.append(f"slime's MetricGatherer has no {', '.join(missing)}, which the slime double restates")
+    for module_name, name in (("slime.rollout.filter_hub.base_types", "call_dynamic_filter"),
+                              ("slime.utils.misc", "load_function"), ("slime.utils.async_utils", "run")):
+        real = getattr(importlib.import_module(module_name), name, None) or (lambda: None)
+        ours, theirs = _parameters(getattr(double, name)), _parameters(real)
+        if ours != theirs:
+            found.append(f"the slime double's {name}({', '.join(ours)}) differs from slime's ({', '.join(theirs)})")
     return found
 
 

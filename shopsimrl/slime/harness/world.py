@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from shopsimrl.slime.settings import slime_settings
+
 TECHNICAL_RATE = 0.004
 MAX_TURNS = 24
 
@@ -64,7 +66,7 @@ def _aborted(args: Any) -> bool:
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
     """One episode of the world, filled into slime's ``Sample`` as the ShopSim hook fills it."""
-    seed = int(getattr(args, "shopsim_world_seed", 0) or 0)
+    seed = slime_settings(args).world_seed
     metadata = dict(getattr(sample, "metadata", None) or {})
     task_id = str(metadata.get("task_id", sample.prompt))
     key = ("eval" if evaluation else "train", seed, task_id, sample.index)

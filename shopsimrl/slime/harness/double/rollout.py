@@ -25,7 +25,8 @@ user's slime:
     waits for every pending group task -- it cancels nothing.
 
 :func:`install` registers the double as ``slime.rollout.sglang_rollout`` in ``sys.modules``
-(where ``shopsimrl.slime.abort`` looks for slime's ``GenerateState``).
+(where ``shopsimrl.slime.abort`` looks for slime's ``GenerateState``), with the rest of slime's
+package the hooks import (:mod:`.slime_modules`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import importlib
 import inspect
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,15 +171,34 @@ def slime_args(**overrides: Any) -> types.SimpleNamespace:
     return types.SimpleNamespace(**base)
 
 
+@contextmanager
+def installed() -> Iterator[types.ModuleType]:
+    """:func:`install` for a block: slime's package (whatever ``sys.modules`` held under ``slime``) as it was after."""
+    def ours() -> list[str]:
+        return [name for name in sys.modules if name == "slime" or name.startswith("slime.")]
+
+    saved = {name: sys.modules[name] for name in ours()}
+    try:
+        yield install()
+    finally:
+        for name in ours():
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
 def install(monkeypatch: Any = None) -> types.ModuleType:
-    """Register this double as ``slime.rollout.sglang_rollout`` (with a fresh singleton)."""
+    """Register the double as slime's package in ``sys.modules`` (this module as ``slime.rollout.sglang_rollout``,
+    with a fresh singleton; the rest: :mod:`.slime_modules`); returns the ``sglang_rollout`` module.  With
+    ``monkeypatch`` (pytest's), every entry is undone after the test."""
+    # the rest of slime's package: only when installed
+    from shopsimrl.slime.harness.double.slime_modules import generate_rollout, modules
+
     SingletonMeta.clear_instances(GenerateState)
     module = types.ModuleType("slime.rollout.sglang_rollout")
     for name in ("GenerateState", "Sample", "generate_and_rm", "generate_and_rm_group", "abort"):
         setattr(module, name, globals()[name])
-    packages = {"slime": types.ModuleType("slime"), "slime.rollout": types.ModuleType("slime.rollout"),
-                "slime.rollout.sglang_rollout": module}
-    for name, value in packages.items():
+    module.generate_rollout = generate_rollout
+    for name, value in modules(module, Sample).items():
         if monkeypatch is not None:
             monkeypatch.setitem(sys.modules, name, value)
         else:

@@ -1,4 +1,4 @@
-"""Fake slime checkouts, for what ``shopsimrl slime check`` must do when slime is broken (no real slime needed).
+"""slime checkouts that are broken, for what ``shopsimrl slime check`` must do then (no real slime needed).
 
 - :func:`empty`: ``slime/__init__.py`` and ``train.py``, both empty (slime's modules are missing);
 - :func:`blocking_import`: importing ``slime`` never returns;
