@@ -1,4 +1,4 @@
-"""slime's asynchronous loop against its synchronous one: wall time per trained informative group, per strategy.
+"""slime's asynchronous loop against its synchronous one: wall time per trained informative group, per config.
 
 Simulator wall time (modelled), not a GPU measurement: each rollout step is the simulator's
 (the calibrated world, whose mean step is the release run's ``perf/rollout_time``); each step
@@ -7,7 +7,7 @@ then trains for ``CALIBRATED_TRAIN_S`` and syncs the weights for ``CALIBRATED_WE
 three; ``train_async.py`` (``async``) runs rollout k+1 beside training k, and every rollout
 there plays the world one training step behind (the policy lag), so its groups differ.
 
-Per strategy (seed, informative, spread; fixed and adaptive waves), medians over simulation
+Per config (seed, skip, spread; fixed and adaptive waves), medians over simulation
 seeds 0-4 of 80 steps:
 
 - each loop's informative groups trained, final mean pass rate, rollout and loop seconds per
@@ -43,12 +43,12 @@ from shopsimrl.simulate.engine import RunResult, simulate_run
 STEPS = 80
 SEEDS = (0, 1, 2, 3, 4)
 QUICK_SEEDS = (0, 1)
-STRATEGIES = (
+CONFIGURATIONS = (
     ("seed", "fixed"),
-    ("informative", "fixed"),
+    ("skip", "fixed"),
     ("spread", "fixed"),
     ("seed", "adaptive"),
-    ("informative", "adaptive"),
+    ("skip", "adaptive"),
     ("spread", "adaptive"),
 )
 #: The release run's mean rollout step (s), for the sensitivity's ratios of training to rollout time.
@@ -78,7 +78,7 @@ def main(quick: bool = False, train_s: float = CALIBRATED_TRAIN_S,
     timing = TrainTiming(train_s, weight_sync_s)
     runs = {loop: {f"{sel}/{waves}": [simulate_run(selection=sel, waves=waves, steps=STEPS, seed=s, loop=loop,
                                                    timing=timing) for s in seeds]
-                   for sel, waves in STRATEGIES}
+                   for sel, waves in CONFIGURATIONS}
             for loop in TrainingLoop}
     summary: dict[str, Any] = {}
     for label in runs[TrainingLoop.SYNC]:

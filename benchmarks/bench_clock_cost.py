@@ -1,7 +1,7 @@
 """What the modelled clock costs in machine time: the same runs on both clocks, side by side.
 
 The modelled clock never sleeps, but it plays every group a step starts to its end (the machine's
-clock cancels the aborted ones mid-episode).  Each strategy runs ``STEPS`` steps of the main job
+clock cancels the aborted ones mid-episode).  Each config runs ``STEPS`` steps of the main job
 (``--products 2000``, heuristic policy, ``--learner grpo``) on each clock, alternating, ``REPEATS`` times;
 the result is the median machine seconds per clock and their ratio, with the groups aborted per step.
 ``python -m benchmarks.bench_clock_cost`` writes ``benchmarks/results/clock_cost.json``.
@@ -20,7 +20,7 @@ from statistics import median
 
 from benchmarks.common import command_line, machine, publish
 
-STRATEGIES = (("seed", "fixed"), ("informative", "adaptive"))
+CONFIGURATIONS = (("seed", "fixed"), ("skip", "adaptive"))
 STEPS = 10
 REPEATS = 3
 
@@ -35,9 +35,9 @@ def timed(argv: list[str]) -> float:
 def main(quick: bool = False) -> dict:
     steps, repeats = (3, 1) if quick else (STEPS, REPEATS)
     results: dict = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "steps": steps,
-                     "repeats": repeats, "strategies": {}}
+                     "repeats": repeats, "configs": {}}
     with tempfile.TemporaryDirectory(prefix="shopsimrl-bench-clock-cost-") as tmp:
-        for selection, waves in STRATEGIES:
+        for selection, waves in CONFIGURATIONS:
             seconds: dict[str, list[float]] = {"machine": [], "modelled": []}
             aborted: dict[str, float] = {}
             for k in range(repeats):
@@ -49,7 +49,7 @@ def main(quick: bool = False) -> dict:
                                                  "plain"]))
                     rows = [json.loads(x) for x in (Path(tmp) / name / "metrics.jsonl").read_text().splitlines()]
                     aborted[clock] = sum(r["rollout/shopsim/waste/groups_aborted"] for r in rows) / len(rows)
-            results["strategies"][f"{selection}/{waves}"] = {
+            results["configs"][f"{selection}/{waves}"] = {
                 "machine_s": {c: median(v) for c, v in seconds.items()}, "runs_s": seconds,
                 "modelled_over_machine": median(seconds["modelled"]) / median(seconds["machine"]),
                 "aborted_groups_per_step": aborted}

@@ -3,7 +3,7 @@
 ``shopsimrl simulate --clusters K --transfer S`` for K in {10, 50} and S in {0, 0.3}
 (the targets), and S = 1 (learning fully shared: what telling the selector the
 clusters costs where they do not matter).  Medians over simulation seeds 0-2 of 80
-steps, every strategy side by side on the same worlds, plus informative/adaptive not
+steps, every config side by side on the same worlds, plus skip/adaptive not
 told the clusters (the selector before labels).  The cluster constants
 (``CLUSTER_DRIFT``, ``CLUSTER_TIE_LOGITS``) were chosen on seeds 100-104, never on
 these.  Not timed: the figures are simulated and deterministic.
@@ -21,8 +21,8 @@ WORLDS = ((10, 0.3), (50, 0.3), (10, 0.0), (50, 0.0), (10, 1.0), (50, 1.0))
 
 
 def cluster_targets(summary: dict[str, dict[str, float]], clusters: int) -> dict[str, dict[str, Any]]:
-    """The targets of clustered worlds, on the medians: informative/adaptive against seed/fixed."""
-    seed, ada = summary.get("seed/fixed"), summary.get("informative/adaptive")
+    """The targets of clustered worlds, on the medians: skip/adaptive against seed/fixed."""
+    seed, ada = summary.get("seed/fixed"), summary.get("skip/adaptive")
     if not (seed and ada):
         return {}
     ratio = ada["informative_per_1k_generated_episodes"] / seed["informative_per_1k_generated_episodes"]

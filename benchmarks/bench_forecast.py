@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks.common import machine, publish
 from shopsimrl.sampling.forecast import HISTORY, RARE_GROUPS, SCORE_DECAY, TEXT_KEY, SpreadForecast
-from shopsimrl.sampling.informative import RETRY_FLOOR
+from shopsimrl.sampling.skip import RETRY_FLOOR
 
 NEIGHBOURS = 20
 SHRINK = 5.0  # pseudo-groups at the base rate behind a similarity prediction

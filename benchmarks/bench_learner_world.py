@@ -1,8 +1,8 @@
-"""The simulator's ``learner`` world on the report seeds: does it rank the strategies as the GRPO learner does?
+"""The simulator's ``learner`` world on the report seeds: does it rank the configs as the GRPO learner does?
 
 ``shopsimrl simulate --world learner`` (``calibrate_learner.LEARNER_2000``: 160 prompts of two
 kinds that disagree about what to learn, fitted to the learner on the tuning seeds 100-104)
-runs the five strategies 30 steps on seeds 0-4, and its ranking on final mean pass rate is
+runs the five configs 30 steps on seeds 0-4, and its ranking on final mean pass rate is
 checked against the learner's ranking on held-out success
 (``calibrate_learner.LEARNER_FINAL_BY_SEED``, from ``benchmarks/results/selection.json``).
 Also, not fitted, what the world says about a pool ten times larger (1,600 prompts): the
@@ -29,13 +29,13 @@ REPORT_SEEDS = (0, 1, 2, 3, 4)
 
 
 def learner_targets(summary: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, Any]]:
-    """The simulator's ranking of the five strategies on final pass rate against the learner's on held-out success."""
+    """The simulator's ranking of the five configs on final pass rate against the learner's on held-out success."""
     labels = [f"{sel}/{waves}" for sel, waves in RANKED]
     if not all(label in summary for label in labels):
         return {}
     simulated = {label: summary[label]["final_mean_pass_rate"] for label in labels}
     verdict = rank_agrees(simulated, LEARNER_FINAL_BY_SEED)
-    return {"learner world: ranks the strategies as the learner does (separated pairs in another order)": {
+    return {"learner world: ranks the configs as the learner does (separated pairs in another order)": {
         "value": float(len(verdict["disagreements"])), "met": verdict["agrees"],
         "disagreements": verdict["disagreements"], "pairs": verdict["pairs"],
         "strict_order_agrees": verdict["strict_agrees"]}}
@@ -48,7 +48,7 @@ def main(quick: bool = False) -> dict[str, object]:
     results: dict[str, object] = {"machine": machine(), "steps": STEPS, "seeds": list(seeds),
                                   "learner_final_by_seed": LEARNER_FINAL_BY_SEED}
     for name, world in worlds.items():
-        out = compare(steps=STEPS, seeds=seeds, world=world, strategies=RANKED)
+        out = compare(steps=STEPS, seeds=seeds, world=world, configs=RANKED)
         summary = out["summary"]
         results[name] = {"world": out["world"], "summary": summary, "targets": learner_targets(summary),
                          "final_vs_seed": {k: v["final_mean_pass_rate"] - summary["seed/fixed"]["final_mean_pass_rate"]

@@ -56,7 +56,7 @@ def bench_decisions(n: int, *, batch: int, seed: int = 0, rounds: int = 5) -> di
 
 def minimal_loop(supply: list[tuple[Verdict, float]], target: int, wave: int, *, keep: bool = True) -> int:
     """The floor ``replay`` is measured against: a heap of completion times, the controller, and the list of
-    (time, decision) it answers; nothing else (no parsing of the supply, no prompt source, no results held,
+    (time, decision) it answers; nothing else (no parsing of the supply, no selector, no results held,
     no batches of simultaneous completions).  Returns the number of decisions.  ``keep=False`` throws each
     decision away (a floor below any replay, which must return them; reported beside it)."""
     ctrl = WaveController(target, wave, 10**9)

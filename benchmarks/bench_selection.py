@@ -1,25 +1,25 @@
 """Prompt selection judged by the policy it trains: the main job with the GRPO learner, held-out success paired by seed.
 
-Two regimes, each strategy a real ``shopsimrl rollout --learner grpo --eval-every 5`` run:
+Two regimes, each config a real ``shopsimrl rollout --learner grpo --eval-every 5`` run:
 
 - ``products_2000`` (``--products 2000``: 160 train tasks, a step starts at least 32 of
   them, so 30 steps walk the train split about six times): seed/fixed, spread/fixed,
-  spread/adaptive, informative/fixed, informative/adaptive, and beside them informative/adaptive
+  spread/adaptive, skip/fixed, skip/adaptive, and beside them skip/adaptive
   with staged siblings (``--siblings staged``), on seeds 0-14, judged on val+test
   (40 tasks) with 16 sampled episodes per task;
 - ``default_catalog`` (the embedded default, 1,600 train tasks: 30 steps are under one
-  epoch): seed/fixed against informative/adaptive on seeds 0-8, judged on the 200 val tasks
+  epoch): seed/fixed against skip/adaptive on seeds 0-8, judged on the 200 val tasks
   with 4 sampled episodes per task (800 episodes per evaluation).
 
 **One budget of generated episodes.**  seed/fixed runs ``steps`` (30) steps, every one a whole wave:
-``steps × 32 × 8`` = 7,680 generated episodes, the budget.  A strategy with adaptive waves spends fewer
+``steps × 32 × 8`` = 7,680 generated episodes, the budget.  A config with adaptive waves spends fewer
 per step, so it runs more steps (up to ``max_steps``) and is judged on the steps within that budget: its
 figures count the steps whose generated episodes stay within it, and its curve goes up to its first
 evaluation at or past it (so its success at 7,680 episodes is interpolated, never extrapolated).  The most
 trainings of one prompt are counted in the first ``steps`` steps (the issue's "in 30 steps"), and beside
 that within the budget.
 
-Every strategy is compared with seed/fixed **of the same seed** (the same catalog, the same eval
+Every config is compared with seed/fixed **of the same seed** (the same catalog, the same eval
 episodes): per-seed differences, their median, and their mean with a 95% bootstrap interval over the
 seeds (``interval``: a difference whose interval leaves out zero is separated from the runs' noise).
 Each seed is one independent pair: a seed's shuffles, evaluation episodes and, with fixed waves, nearly
@@ -36,7 +36,7 @@ starts), computed from each run's ``batch.jsonl`` and ``events.jsonl``.  The iss
 in a ``targets`` block.
 
 The same judge on the modelled GPU clock, with slime's two loops, counts the bill: ``bench_selection_clock.py``
-(``Regime.clock``, the ``+async`` strategies and the ``model_s`` axis are its).
+(``Regime.clock``, the ``+async`` configs and the ``model_s`` axis are its).
 
 Two runs at a time (subprocesses).  ``--quick``: one seed, 10 steps, ``products_2000`` only.
 ``--seeds``/``--only``/``--keep DIR`` serve tuning and the mechanism's diagnosis
@@ -68,21 +68,21 @@ from shopsimrl.defaults import DEFAULT_N_SAMPLES_PER_PROMPT, DEFAULT_OVER_SAMPLI
 PREFIX = "rollout/shopsim/"
 EVAL = "eval/shopsim/"
 SEED_FIXED = "seed/fixed"
-#: Measured beside the issue's strategies, with the same targets: the informative rule with adaptive waves and staged
+#: Measured beside the issue's configs, with the same targets: the skip rule with adaptive waves and staged
 #: siblings (the lever that raises informative groups per generated episode past the skip's).
-STAGED_BESIDE = "informative/adaptive/staged"
-#: Evaluations before this many generated episodes are not compared (every strategy starts alike).
+STAGED_BESIDE = "skip/adaptive/staged"
+#: Evaluations before this many generated episodes are not compared (every config starts alike).
 COMPARE_FROM_EPISODES = 2500.0
 JOBS = 2  # runs at a time
-#: A strategy run under slime's train_async.py ends in this (``informative/adaptive+async``); without it, train.py.
+#: A config run under slime's train_async.py ends in this (``skip/adaptive+async``); without it, train.py.
 ASYNC = "+async"
 #: The modelled clock's wall time so far (``--clock modelled``): the curve's ``model_s`` axis.
 MODEL_TOTAL = PREFIX + "clock/total_s"
 
 
-def loop_of(strategy: str) -> tuple[str, str]:
-    """(``selection/waves[/staged]``, ``sync`` or ``async``) of a strategy name."""
-    return (strategy.removesuffix(ASYNC), "async") if strategy.endswith(ASYNC) else (strategy, "sync")
+def loop_of(config: str) -> tuple[str, str]:
+    """(``selection/waves[/staged]``, ``sync`` or ``async``) of a config name."""
+    return (config.removesuffix(ASYNC), "async") if config.endswith(ASYNC) else (config, "sync")
 
 
 @dataclass(frozen=True)
@@ -91,24 +91,24 @@ class Regime:
 
     name: str
     products: int | None  # None: the embedded default catalog
-    strategies: tuple[str, ...]
+    configs: tuple[str, ...]
     seeds: tuple[int, ...]
     eval_split: str
     eval_samples: int
     steps: int = 30
     eval_every: int = 5
-    repeats: int = 1  # runs per (strategy, seed): each repetition is paired with seed/fixed's of the same number
-    max_steps: int = 60  # the most steps a strategy with adaptive waves runs to spend the budget
+    repeats: int = 1  # runs per (config, seed): each repetition is paired with seed/fixed's of the same number
+    max_steps: int = 60  # the most steps a config with adaptive waves runs to spend the budget
     clock: str = "machine"  # modelled: every run on the modelled GPU clock (bench_selection_clock.py)
 
     @property
     def budget(self) -> float:
-        """Generated episodes every strategy may spend: seed/fixed's ``steps`` whole waves."""
+        """Generated episodes every config may spend: seed/fixed's ``steps`` whole waves."""
         return float(self.steps * DEFAULT_OVER_SAMPLING_BATCH_SIZE * DEFAULT_N_SAMPLES_PER_PROMPT)
 
-    def steps_of(self, strategy: str) -> int:
+    def steps_of(self, config: str) -> int:
         """Steps run: ``steps`` with whole waves (they spend the budget exactly), else ``max_steps``."""
-        return self.max_steps if loop_of(strategy)[0].split("/")[1] == "adaptive" else self.steps
+        return self.max_steps if loop_of(config)[0].split("/")[1] == "adaptive" else self.steps
 
 
 #: The release run's regime (the default catalog for its 80 steps, about 1.6 epoch passes), where the informative
@@ -122,23 +122,23 @@ RELEASE = Regime("release", None, ("seed/fixed", FORECAST, FORECAST_STAGED), tup
 #: The ``forecast`` rule's targets: (regime, most episodes to reach seed/fixed's final, least informative ratio).
 FORECAST_TARGETS = {"release": (0.65, 1.35), "products_2000": (0.6, None)}
 REGIMES = (
-    Regime("products_2000", 2000, ("seed/fixed", "spread/fixed", "spread/adaptive", "informative/fixed",
-                                   "informative/adaptive", "informative/adaptive/staged", FORECAST), tuple(range(15)),
+    Regime("products_2000", 2000, ("seed/fixed", "spread/fixed", "spread/adaptive", "skip/fixed",
+                                   "skip/adaptive", "skip/adaptive/staged", FORECAST), tuple(range(15)),
            "val+test", 16),
-    Regime("default_catalog", None, ("seed/fixed", "informative/adaptive"), tuple(range(9)), "val", 4),
+    Regime("default_catalog", None, ("seed/fixed", "skip/adaptive"), tuple(range(9)), "val", 4),
     RELEASE,
 )
-QUICK = Regime("products_2000", 2000, REGIMES[0].strategies, (0,), "val+test", 16, steps=10, max_steps=16)
+QUICK = Regime("products_2000", 2000, REGIMES[0].configs, (0,), "val+test", 16, steps=10, max_steps=16)
 
 
-def run_argv(regime: Regime, strategy: str, seed: int, out: Path, name: str) -> list[str]:
+def run_argv(regime: Regime, config: str, seed: int, out: Path, name: str) -> list[str]:
     """``selection/waves`` or ``selection/waves/staged`` (staged siblings, the default stage size)."""
-    base, loop = loop_of(strategy)
+    base, loop = loop_of(config)
     selection, waves, *siblings = base.split("/")
     clock = ["--clock", regime.clock] + (["--loop", loop] if loop != "sync" else []) if regime.clock != "machine" else []
     return ["rollout", *(["--siblings", *siblings] if siblings else []), *clock, "--learner", "grpo",
             "--eval-every", str(regime.eval_every), "--eval-samples", str(regime.eval_samples),
-            "--eval-split", regime.eval_split, "--steps", str(regime.steps_of(strategy)), "--seed", str(seed),
+            "--eval-split", regime.eval_split, "--steps", str(regime.steps_of(config)), "--seed", str(seed),
             "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
             "--no-timeline", "--view", "plain", *(["--products", str(regime.products)] if regime.products else [])]
 
@@ -231,7 +231,7 @@ def starts(run: Path, last_step: int | None = None) -> list[str]:
 
 def spread_calibration(run: Path, rows: Sequence[dict[str, Any]], last_step: int | None = None) -> dict[str, float]:
     """Why adaptive waves save little or much: the share of decided groups that had spread, against the mean
-    chance of spread the prompt source predicted for the prompts it handed out (step by step, then averaged).  A
+    chance of spread the selector predicted for the prompts it handed out (step by step, then averaged).  A
     sizer fills a batch of 16 from a budget of 32 groups only when that share is at least one half."""
     varied = decided = 0
     for events in run.glob("step-*/events.jsonl"):
@@ -353,7 +353,7 @@ def interval(diffs: Mapping[str, float | None]) -> dict[str, float] | None:
     """The mean of the per-seed differences and its percentile bootstrap interval (``INTERVAL_LEVEL``).
 
     The unit is the seed: repetitions of one seed (``<seed>r<k>``) share its shuffles, its evaluation episodes and,
-    for the strategies whose picks do not depend on timing, most of their run, so they are averaged into one
+    for the configs whose picks do not depend on timing, most of their run, so they are averaged into one
     difference before the seeds are resampled.  Also how many seeds are above and below zero.  ``None`` with fewer
     than two seeds.
     """
@@ -385,12 +385,12 @@ def compare_on(run: dict[str, Any], base: dict[str, Any], axis: str) -> dict[str
 
 
 def paired(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Every strategy against seed/fixed of the same seed: per-seed differences and their medians."""
+    """Every config against seed/fixed of the same seed: per-seed differences and their medians."""
     base = runs[SEED_FIXED]
     seeds = sorted(base)
     out: dict[str, Any] = {}
-    for strategy, by_seed in runs.items():
-        if strategy == SEED_FIXED:
+    for config, by_seed in runs.items():
+        if config == SEED_FIXED:
             continue
         entry: dict[str, Any] = {}
         axes = (*AXES, MODEL_AXIS) if all(MODEL_AXIS in p for r in (*by_seed.values(), *base.values())
@@ -434,7 +434,7 @@ def paired(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
             "reached": sum(r["episodes"] is not None for r in reach.values()),
             "note": "not reached counts as infinite; a median that is infinite is null"}
         entry["max_trainings_ratio"] = {"per_seed": most, "median": median(most.values())}
-        out[strategy] = entry
+        out[config] = entry
     return out
 
 
@@ -445,9 +445,9 @@ def _diff(run: dict[str, Any], base: dict[str, Any], x: float, axis: str) -> flo
 
 def summary(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
     out: dict[str, dict[str, float | None]] = {}
-    for strategy, by_seed in runs.items():
+    for config, by_seed in runs.items():
         keys = dict.fromkeys(k for run in by_seed.values() for k, v in run.items() if isinstance(v, (int, float)))
-        out[strategy] = {k: _median([run.get(k) for run in by_seed.values()]) for k in keys}
+        out[config] = {k: _median([run.get(k) for run in by_seed.values()]) for k in keys}
     return out
 
 
@@ -458,35 +458,35 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for regime, r in results["regimes"].items():
         pairs, summ = r["paired"], r["summary"]
-        held = ["informative/adaptive", *(["informative/fixed"] if regime == "products_2000" else []),
+        held = ["skip/adaptive", *(["skip/fixed"] if regime == "products_2000" else []),
                 STAGED_BESIDE]
-        for strategy in held:
-            if strategy in pairs:
-                equal = pairs[strategy]["at_equal_episodes"]
+        for config in held:
+            if config in pairs:
+                equal = pairs[config]["at_equal_episodes"]
                 worst, low = equal["worst_median"], equal["worst_low"]
-                out[f"{regime}: {strategy} held-out success at equal generated episodes >= seed/fixed - 0.01"] = {
+                out[f"{regime}: {config} held-out success at equal generated episodes >= seed/fixed - 0.01"] = {
                     "value": worst, "met": worst is not None and worst >= -0.01,
                     "worst_interval_low": low, "met_by_every_interval": low is not None and low >= -0.01,
                     "note": "worst median over seed/fixed's evaluations from 2,500 episodes on and the largest number "
                             "of episodes both runs reached; beside it the lowest bound of the mean's 95% bootstrap "
                             "interval over the seeds at those points"}
-        for strategy in ("informative/adaptive", STAGED_BESIDE):
-            if strategy not in pairs:
+        for config in ("skip/adaptive", STAGED_BESIDE):
+            if config not in pairs:
                 continue
-            ratio = pairs[strategy]["informative_per_1k_ratio"]["median"]
-            out[f"{regime}: {strategy} informative groups per 1k generated episodes >= 1.3x seed/fixed"] = {
+            ratio = pairs[config]["informative_per_1k_ratio"]["median"]
+            out[f"{regime}: {config} informative groups per 1k generated episodes >= 1.3x seed/fixed"] = {
                 "value": ratio, "met": ratio >= 1.3}
-            reach = pairs[strategy]["episodes_to_reach_seed_fixed_final"]["median_ratio"]
-            out[f"{regime}: {strategy} episodes to reach seed/fixed's final success <= 0.8x (one catalog)"] = {
+            reach = pairs[config]["episodes_to_reach_seed_fixed_final"]["median_ratio"]
+            out[f"{regime}: {config} episodes to reach seed/fixed's final success <= 0.8x (one catalog)"] = {
                 "value": reach, "met": reach is not None and reach <= 0.8}
         if regime == "products_2000":
             seed_max = summ[SEED_FIXED]["max_trainings_per_prompt"]
-            for strategy in ("informative/fixed", "informative/adaptive"):
-                if strategy in summ and seed_max:
-                    ratio = summ[strategy]["max_trainings_per_prompt"] / seed_max
-                    out[f"{regime}: {strategy} most trainings of one prompt <= 1.5x seed order's"] = {
+            for config in ("skip/fixed", "skip/adaptive"):
+                if config in summ and seed_max:
+                    ratio = summ[config]["max_trainings_per_prompt"] / seed_max
+                    out[f"{regime}: {config} most trainings of one prompt <= 1.5x seed order's"] = {
                         "value": ratio, "met": ratio <= 1.5,
-                        "note": f"{summ[strategy]['max_trainings_per_prompt']:g} against {seed_max:g} (medians)"}
+                        "note": f"{summ[config]['max_trainings_per_prompt']:g} against {seed_max:g} (medians)"}
     out.update(forecast_targets(results))
     reach_keys = [k for k in out if "episodes to reach" in k and STAGED_BESIDE not in k and "forecast" not in k]
     if reach_keys:
@@ -505,10 +505,10 @@ def forecast_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if regime not in results["regimes"]:
             continue
         pairs, summ = results["regimes"][regime]["paired"], results["regimes"][regime]["summary"]
-        for strategy in (FORECAST, FORECAST_STAGED):
-            if strategy not in pairs:
+        for config in (FORECAST, FORECAST_STAGED):
+            if config not in pairs:
                 continue
-            pair, name = pairs[strategy], f"{regime}: {strategy}"
+            pair, name = pairs[config], f"{regime}: {config}"
             reach = pair["episodes_to_reach_seed_fixed_final"]["median_ratio"]
             out[f"{name} episodes to reach seed/fixed's final success <= {reach_most}x"] = {
                 "value": reach, "met": reach is not None and reach <= reach_most}
@@ -521,7 +521,7 @@ def forecast_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 out[f"{name} informative groups per 1k generated episodes >= {informative_least}x seed/fixed"] = {
                     "value": ratio, "met": ratio >= informative_least,
                     "interval": pair["informative_per_1k_ratio"]["interval"]}
-            most = summ[strategy]["max_trainings_per_prompt"] / summ[SEED_FIXED]["max_trainings_per_prompt"]
+            most = summ[config]["max_trainings_per_prompt"] / summ[SEED_FIXED]["max_trainings_per_prompt"]
             out[f"{name} most trainings of one prompt <= 1.5x seed order's"] = {"value": most, "met": most <= 1.5}
     return out
 
@@ -529,47 +529,47 @@ def forecast_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # -- driver -------------------------------------------------------------------------------------------------------
 
 def run_key(seed: int, repetition: int) -> str:
-    """A run's key among its strategy's runs: the seed, and for a repetition after the first ``<seed>r<k>``.  The
-    runs of a strategy whose prompt picks depend on when groups finish differ between repetitions of one seed."""
+    """A run's key among its config's runs: the seed, and for a repetition after the first ``<seed>r<k>``.  The
+    runs of a config whose prompt picks depend on when groups finish differ between repetitions of one seed."""
     return str(seed) if repetition == 0 else f"{seed}r{repetition}"
 
 
 def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[str, dict[str, Any]]]:
     root.mkdir(parents=True, exist_ok=True)
-    todo = [(strategy, seed, k) for k in range(regime.repeats) for seed in regime.seeds
-            for strategy in regime.strategies]
+    todo = [(config, seed, k) for k in range(regime.repeats) for seed in regime.seeds
+            for config in regime.configs]
 
     def one(item: tuple[str, int, int]) -> tuple[str, str, dict[str, Any]]:
-        strategy, seed, repetition = item
+        config, seed, repetition = item
         key = run_key(seed, repetition)
-        name = f"{strategy.replace('/', '-')}-{key}"
+        name = f"{config.replace('/', '-')}-{key}"
         run = root / name
-        if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps_of(strategy):
+        if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps_of(config):
             shutil.rmtree(run, ignore_errors=True)
-            run_one(run_argv(regime, strategy, seed, root, name), root / f"{name}.log")
+            run_one(run_argv(regime, config, seed, root, name), root / f"{name}.log")
         result = figures(run, regime.budget, regime.steps)
         for traces in run.glob("step-*/traces"):
             shutil.rmtree(traces, ignore_errors=True)  # the largest part of a run folder; nothing here reads it
         print(f"{regime.name} {name}: final {result['final_eval_success']:.3f}, inf/1k "
               f"{result['informative_per_1k_generated_episodes']:.1f}, max trainings "
               f"{result['max_trainings_per_prompt']:g}", flush=True)
-        return strategy, key, result
+        return config, key, result
 
-    runs: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in regime.strategies}
+    runs: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in regime.configs}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for strategy, key, result in pool.map(one, todo):
-            runs[strategy][key] = result
+        for config, key, result in pool.map(one, todo):
+            runs[config][key] = result
     return runs
 
 
 def main(quick: bool = False, *, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,
          keep: Path | None = None, jobs: int = JOBS, out: str | None = None,
-         strategies: Sequence[str] | None = None, repeats: int = 1) -> dict[str, object]:
+         configs: Sequence[str] | None = None, repeats: int = 1) -> dict[str, object]:
     regimes = [QUICK] if quick else list(REGIMES)
     if only:
         regimes = [r for r in regimes if r.name in only]
-    if seeds or strategies or repeats != 1:
-        regimes = [Regime(r.name, r.products, tuple(strategies or r.strategies), tuple(seeds or r.seeds), r.eval_split,
+    if seeds or configs or repeats != 1:
+        regimes = [Regime(r.name, r.products, tuple(configs or r.configs), tuple(seeds or r.seeds), r.eval_split,
                           r.eval_samples, r.steps, r.eval_every, repeats, r.max_steps) for r in regimes]
     results: dict[str, Any] = {
         "machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
@@ -599,15 +599,15 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="one seed, 10 steps, --products 2000 only")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the seeds (tuning: 100-104)")
     parser.add_argument("--only", nargs="+", default=None, choices=[r.name for r in REGIMES], help="these regimes")
-    parser.add_argument("--strategies", nargs="+", default=None,
-                        help="override the strategies (selection/waves[/staged]; tuning), seed/fixed first")
+    parser.add_argument("--configs", nargs="+", default=None,
+                        help="override the configs (selection/waves[/staged]; tuning), seed/fixed first")
     parser.add_argument("--repeats", type=int, default=1,
-                        help="runs per strategy and seed, each paired with seed/fixed's of the same number (the runs "
+                        help="runs per config and seed, each paired with seed/fixed's of the same number (the runs "
                         "of a rule whose picks depend on when groups finish differ between repetitions; the intervals "
                         "average them into their seed)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here (reused if complete)")
     parser.add_argument("--jobs", type=int, default=JOBS, help="runs at a time")
     parser.add_argument("--out", default=None, help="result file (default benchmarks/results/selection.json)")
     a = parser.parse_args()
-    main(a.quick, seeds=a.seeds, only=a.only, keep=a.keep, jobs=a.jobs, out=a.out, strategies=a.strategies,
+    main(a.quick, seeds=a.seeds, only=a.only, keep=a.keep, jobs=a.jobs, out=a.out, configs=a.configs,
          repeats=a.repeats)

@@ -3,18 +3,18 @@
 Every run is ``shopsimrl rollout --clock modelled --learner grpo --eval-every 5`` on ``--products 2000``
 (bench_selection.py's ``products_2000`` regime), so groups come back in modelled GPU time and each step
 adds its modelled rollout, training (proportional to its trained tokens) and weight sync
-(docs/clock.md).  Strategies: seed/fixed, informative/fixed, informative/adaptive and
-informative/adaptive with staged siblings, each under ``train.py`` (sync) and ``train_async.py``
+(docs/clock.md).  Configurations: seed/fixed, skip/fixed, skip/adaptive and
+skip/adaptive with staged siblings, each under ``train.py`` (sync) and ``train_async.py``
 (``+async``: rollout k+1 generated while step k trains, on parameters one update older).
 
-Per strategy and loop, against seed/fixed (sync) of the same seed:
+Per config and loop, against seed/fixed (sync) of the same seed:
 
 - held-out success at equal modelled wall time: at each of seed/fixed's evaluations from 2,500
   generated episodes' worth of its time on, and at the largest time both runs reached (the mean of the
   per-seed differences and its 95% bootstrap interval over the seeds);
 - the modelled wall time to reach seed/fixed's final held-out success (ratio to seed/fixed's own);
 - episodes as bench_selection.py counts them (the same budget of 7,680 generated episodes);
-- the async loop against sync of the same strategy and seeds, at equal modelled time.
+- the async loop against sync of the same config and seeds, at equal modelled time.
 
 With the timing noise gone (a seed's run is the same on every repetition), the spread left is
 between seeds: ``seeds_needed`` shows the interval's width against the number of seeds and how
@@ -51,9 +51,9 @@ from benchmarks.bench_selection import (
 )
 from benchmarks.common import machine, publish
 
-STRATEGIES = ("seed/fixed", "informative/fixed", "informative/adaptive", "informative/adaptive/staged")
+CONFIGURATIONS = ("seed/fixed", "skip/fixed", "skip/adaptive", "skip/adaptive/staged")
 LOOPS = ("", ASYNC)
-REGIME = Regime("products_2000_clock", 2000, tuple(s + loop for s in STRATEGIES for loop in LOOPS), tuple(range(4)),
+REGIME = Regime("products_2000_clock", 2000, tuple(s + loop for s in CONFIGURATIONS for loop in LOOPS), tuple(range(4)),
                 "val+test", 16, max_steps=45, clock="modelled")
 #: The release run's regime on the clock (the default catalog for its 80 steps, about 1.6 epoch passes; evaluated
 #: every 10 steps, adaptive waves run at most 100): the ``forecast`` rule, whose claim is this regime, against
@@ -70,41 +70,41 @@ HOUR = 3600.0
 
 
 def run_all(regime: Regime, root: Path, jobs: int) -> dict[str, dict[str, Path]]:
-    """Every (strategy, seed) run of the regime, two at a time; a complete run folder is reused."""
+    """Every (config, seed) run of the regime, two at a time; a complete run folder is reused."""
     root.mkdir(parents=True, exist_ok=True)
-    todo = [(strategy, seed) for seed in regime.seeds for strategy in regime.strategies]
+    todo = [(config, seed) for seed in regime.seeds for config in regime.configs]
 
     def one(item: tuple[str, int]) -> tuple[str, int, Path]:
-        strategy, seed = item
-        name = f"{strategy.replace('/', '-').replace('+', '-')}-{seed}"
+        config, seed = item
+        name = f"{config.replace('/', '-').replace('+', '-')}-{seed}"
         run = root / name
-        if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps_of(strategy):
+        if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps_of(config):
             shutil.rmtree(run, ignore_errors=True)
-            run_one(run_argv(regime, strategy, seed, root, name), root / f"{name}.log")
+            run_one(run_argv(regime, config, seed, root, name), root / f"{name}.log")
         for traces in run.glob("step-*/traces"):
             shutil.rmtree(traces, ignore_errors=True)
         print(f"{name}: done", flush=True)
-        return strategy, seed, run
+        return config, seed, run
 
-    runs: dict[str, dict[str, Path]] = {s: {} for s in regime.strategies}
+    runs: dict[str, dict[str, Path]] = {s: {} for s in regime.configs}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for strategy, seed, run in pool.map(one, todo):
-            runs[strategy][str(seed)] = run
+        for config, seed, run in pool.map(one, todo):
+            runs[config][str(seed)] = run
     return runs
 
 
 def on_clock(runs: dict[str, dict[str, Path]], regime: Regime) -> dict[str, dict[str, dict[str, Any]]]:
     """Each run's figures over all its steps (the time axis), with the episode figures within the budget beside."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for strategy, by_seed in runs.items():
-        out[strategy] = {}
+    for config, by_seed in runs.items():
+        out[config] = {}
         for seed, run in by_seed.items():
             whole = figures(run)
             budget = figures(run, regime.budget, regime.steps)
             whole["budget"] = {k: budget[k] for k in ("final_eval_success", "generated_episodes",
                                                       "informative_per_1k_generated_episodes", "steps_within_budget")}
             whole["model_total_s"] = whole["curve"][-1][MODEL_AXIS]
-            out[strategy][seed] = whole
+            out[config][seed] = whole
     return out
 
 
@@ -202,11 +202,11 @@ def analyse(figs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-def main(*, seeds: Sequence[int] | None = None, strategies: Sequence[str] | None = None, keep: Path | None = None,
+def main(*, seeds: Sequence[int] | None = None, configs: Sequence[str] | None = None, keep: Path | None = None,
          jobs: int = 2, out: str = "benchmarks/results/selection_clock.json", regime_name: str = "products_2000",
          ) -> dict[str, Any]:
     r = REGIMES[regime_name]
-    regime = Regime(r.name, r.products, tuple(strategies or r.strategies), tuple(seeds or r.seeds), r.eval_split,
+    regime = Regime(r.name, r.products, tuple(configs or r.configs), tuple(seeds or r.seeds), r.eval_split,
                     r.eval_samples, r.steps, r.eval_every, r.repeats, r.max_steps, r.clock)
     with tempfile.TemporaryDirectory(prefix="shopsimrl-bench-selection-clock-") as tmp:
         figs = on_clock(run_all(regime, keep or Path(tmp), jobs), regime)
@@ -214,7 +214,7 @@ def main(*, seeds: Sequence[int] | None = None, strategies: Sequence[str] | None
         "machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "regime": {"name": regime.name, "products": regime.products, "steps": regime.steps,
                    "max_steps": regime.max_steps, "seeds": list(regime.seeds), "clock": regime.clock,
-                   "budget_episodes": regime.budget, "strategies": list(regime.strategies),
+                   "budget_episodes": regime.budget, "configs": list(regime.configs),
                    "eval": {"every": regime.eval_every, "samples_per_task": regime.eval_samples,
                             "split": regime.eval_split}},
         **analyse(figs), "runs": figs}
@@ -228,9 +228,9 @@ if __name__ == "__main__":
                         help="products_2000 (160 train prompts walked about six times) or release (the default "
                              "catalog for the release run's 80 steps)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
-    parser.add_argument("--strategies", nargs="+", default=None, help="selection/waves[/staged][+async], seed/fixed first")
+    parser.add_argument("--configs", nargs="+", default=None, help="selection/waves[/staged][+async], seed/fixed first")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run folders here (reused if complete)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default="benchmarks/results/selection_clock.json")
     a = parser.parse_args()
-    main(seeds=a.seeds, strategies=a.strategies, keep=a.keep, jobs=a.jobs, out=a.out, regime_name=a.regime)
+    main(seeds=a.seeds, configs=a.configs, keep=a.keep, jobs=a.jobs, out=a.out, regime_name=a.regime)

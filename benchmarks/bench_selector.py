@@ -1,4 +1,4 @@
-"""The spread rule's cost per chosen prompt (``SpreadPicker``, formerly the informative selector) at 100,000
+"""The spread rule's cost per chosen prompt (``SpreadSelector``, formerly the informative selector) at 100,000
 prompts (target: <= 50 us), steady state.
 
 Every prompt is observed first (most of them solved, as late in a run), then the
@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from statistics import median
 
 from benchmarks.common import command_line, machine, publish
-from shopsimrl.sampling.spread import SpreadPicker
+from shopsimrl.sampling.spread import SpreadSelector
 
 
 def bench(prompts: int, waves: int, repeats: int, solved_share: float = 0.8, clusters: int = 0) -> dict[str, float]:
@@ -24,7 +24,7 @@ def bench(prompts: int, waves: int, repeats: int, solved_share: float = 0.8, clu
     rng = random.Random(0)
     solved = {p for p in ids if rng.random() < solved_share}
     labels = {pid: i % clusters for i, pid in enumerate(ids)} if clusters else None
-    sel = SpreadPicker(ids, 8, seed=0, clusters=labels)
+    sel = SpreadSelector(ids, 8, seed=0, clusters=labels)
     for pid in sel.next_prompts(prompts):  # every prompt observed once
         sel.record(pid, [1.0] * 8 if pid in solved else [1.0, 0.0] * 4)
     sel.pop_stats()

@@ -1,4 +1,4 @@
-"""The simulated training run: the strategies on the world calibrated to the release run and GRESO's persistence.
+"""The simulated training run: the configs on the world calibrated to the release run and GRESO's persistence.
 
 Medians over simulation seeds 0-4 of 80 steps (``shopsimrl simulate`` with the same
 defaults).  The selector's exploration horizon and the adaptive cushion were tuned on
@@ -28,8 +28,8 @@ WORLDS = (("calibrated", WorldParams()), ("per_prompt_1", PER_PROMPT_1), ("relea
 
 def targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
     """The targets of the issue that set them, checked on the medians (value, met)."""
-    seed, inf = summary.get("seed/fixed"), summary.get("informative/fixed")
-    ada = summary.get("informative/adaptive")
+    seed, inf = summary.get("seed/fixed"), summary.get("skip/fixed")
+    ada = summary.get("skip/adaptive")
     out: dict[str, dict[str, Any]] = {}
     if seed and inf:
         ratio = inf["informative_per_1k_generated_episodes"] / seed["informative_per_1k_generated_episodes"]

@@ -5,13 +5,13 @@ share the engine's throughput, ``C`` calibrated so that the seed's wave of 32 gr
 release run's mean step time), with and without staging, side by side on the same worlds:
 
 - ``tuning``: seeds 100-104, ``K = 4``, the grid below (skip ``q`` x threshold), for ``seed/fixed``
-  and ``informative/adaptive``; the default pair is the one with the most informative groups per
-  1,000 generated episodes for ``seed/fixed`` among the pairs where both strategies keep their final
-  pass rate within 0.01 of their unstaged rows and ``informative/adaptive``'s wall time per
+  and ``skip/adaptive``; the default pair is the one with the most informative groups per
+  1,000 generated episodes for ``seed/fixed`` among the pairs where both configs keep their final
+  pass rate within 0.01 of their unstaged rows and ``skip/adaptive``'s wall time per
   informative group stays within ``WALL_BUDGET`` (+10%) of its unstaged row (ties: the lower
   threshold, then the lower skip ``q``): a default that saves episodes on the seed's path must not
-  slow the fastest strategy by half;
-- ``report``: seeds 0-2, the four strategies, the default staging (``shopsimrl simulate
+  slow the fastest config by half;
+- ``report``: seeds 0-2, the four configs, the default staging (``shopsimrl simulate
   --siblings staged`` computes the same rows), and the issue's targets;
 - ``sensitivity``: ``K`` = 2, 3 on seeds 0-2 for ``seed/fixed``; skip ``q`` = 1.0 (every group
   staged: a few more early stops, a second round of latency for every group); and no capacity model (every episode at
@@ -40,9 +40,9 @@ TUNING_SEEDS = (100, 101, 102, 103, 104)
 REPORT_SEEDS = (0, 1, 2)
 THRESHOLDS = (0.1, 0.15, 0.175, 0.2, 0.25, 0.3)
 SKIP_QS = (0.5, 1.0)
-#: Most wall time per informative group the default may cost informative/adaptive, over its unstaged row.
+#: Most wall time per informative group the default may cost skip/adaptive, over its unstaged row.
 WALL_BUDGET = 1.10
-STRATEGIES = (("seed", "fixed"), ("informative", "fixed"), ("seed", "adaptive"), ("informative", "adaptive"))
+CONFIGURATIONS = (("seed", "fixed"), ("skip", "fixed"), ("seed", "adaptive"), ("skip", "adaptive"))
 KEYS = (*SUMMARY_KEYS, "stopped_early", "episodes_saved_by_staging", "generated_episodes")
 
 
@@ -55,12 +55,12 @@ def staged_targets(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, 
         ratio = seed_staged[key] / seed[key]
         out["staged: seed/fixed+staged informative per 1k vs seed/fixed >= 1.25x"] = {"value": ratio,
                                                                                        "met": ratio >= 1.25}
-    ada, ada_staged = summary.get("informative/adaptive"), summary.get("informative/adaptive+staged")
+    ada, ada_staged = summary.get("skip/adaptive"), summary.get("skip/adaptive+staged")
     if ada and ada_staged:
-        out["staged: informative/adaptive+staged informative per 1k >= 100"] = {
+        out["staged: skip/adaptive+staged informative per 1k >= 100"] = {
             "value": ada_staged[key], "met": ada_staged[key] >= 100.0}
         gap = ada_staged["final_mean_pass_rate"] - ada["final_mean_pass_rate"]
-        out["staged: informative/adaptive+staged final pass rate within 0.01"] = {"value": gap,
+        out["staged: skip/adaptive+staged final pass rate within 0.01"] = {"value": gap,
                                                                                   "met": abs(gap) <= 0.01}
     for label, row in summary.items():
         base = summary.get(label.removesuffix("+staged")) if label.endswith("+staged") else None
@@ -86,7 +86,7 @@ def main(quick: bool = False) -> dict[str, object]:
 
 def _choose(tuning: dict[str, dict[str, object]]) -> dict[str, float] | None:
     """The default (skip ``q``, threshold): the module docstring's rule over the tuning rows."""
-    seed, fast = tuning["seed/fixed"], tuning["informative/adaptive"]
+    seed, fast = tuning["seed/fixed"], tuning["skip/adaptive"]
     grid = dict(zip(seed["staged_by_skip_q_and_threshold"], ((q, t) for q in SKIP_QS for t in THRESHOLDS)))  # type: ignore[arg-type]
 
     def within(rows: dict[str, object], key: str) -> bool:
@@ -109,25 +109,25 @@ def _main(pool: Executor, quick: bool) -> dict[str, object]:
     world = WorldParams()
     capacity = calibrate_capacity(32 * 8, world.episode_median_s, world.episode_sigma)
     tuning: dict[str, object] = {}
-    for selection, waves in (("seed", "fixed"), ("informative", "adaptive")):
+    for selection, waves in (("seed", "fixed"), ("skip", "adaptive")):
         base = medians(pool, selection, waves, tuning_seeds, steps, capacity=capacity)
         rows = {f"skip_q={q} threshold={t}": medians(pool, selection, waves, tuning_seeds, steps, capacity=capacity,
                                                      staging=StagedSiblings.of(8, threshold=t, skip_q=q))
                 for q in SKIP_QS for t in THRESHOLDS}
         tuning[f"{selection}/{waves}"] = {"unstaged": base, "staged_by_skip_q_and_threshold": rows}
     chosen = _choose(tuning)
-    out = compare(steps=steps, seeds=REPORT_SEEDS, world=world, strategies=STRATEGIES,
+    out = compare(steps=steps, seeds=REPORT_SEEDS, world=world, configs=CONFIGURATIONS,
                   staging=StagedSiblings.of(8), capacity=capacity)
     sensitivity = {
         **{f"seed/fixed+staged K={k}": medians(pool, "seed", "fixed", REPORT_SEEDS, steps, capacity=capacity,
                                                staging=StagedSiblings.of(8, k)) for k in (2, 3)},
         **{f"{s}/{w}+staged skip_q=1.0": medians(pool, s, w, REPORT_SEEDS, steps, capacity=capacity,
                                                   staging=StagedSiblings.of(8, skip_q=1.0))
-           for s, w in (("seed", "fixed"), ("informative", "adaptive"))},
+           for s, w in (("seed", "fixed"), ("skip", "adaptive"))},
         **{f"{s}/{w} no capacity model": medians(pool, s, w, REPORT_SEEDS, steps) for s, w in
-           (("seed", "fixed"), ("informative", "adaptive"))},
+           (("seed", "fixed"), ("skip", "adaptive"))},
         **{f"{s}/{w}+staged no capacity model": medians(pool, s, w, REPORT_SEEDS, steps, staging=StagedSiblings.of(8))
-           for s, w in (("seed", "fixed"), ("informative", "adaptive"))},
+           for s, w in (("seed", "fixed"), ("skip", "adaptive"))},
     }
     results: dict[str, object] = {
         "machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "steps": steps,

@@ -2,22 +2,22 @@
 
 Reads the run folders ``python -m benchmarks.bench_selection --keep DIR`` leaves
 (``DIR/products_2000/<selection>-<waves>-<seed>``) and, per seed, compares a selection
-strategy's run (``--strategy``, default ``spread/fixed``) with seed/fixed's:
+config's run (``--config``, default ``spread/fixed``) with seed/fixed's:
 
-- **concentration**: the prompts the strategy trains after ``EXPLORATION_STEPS`` (its *focus
+- **concentration**: the prompts the config trains after ``EXPLORATION_STEPS`` (its *focus
   set*: trained at least ``FOCUS_MIN_TRAININGS`` times after then) against the seed order's;
 - **the focus prompts are not representative**: the share of prompts whose goal product is the
   first search result for the shopper's full query (every content word of the instruction, as
   the embedded shopper reads it), in the focus set and among the other train prompts;
 - **who gains, who loses**: each train prompt's sampled success (``SAMPLES`` episodes) under the
-  untrained parameters, the strategy's last ones and the seed order's last ones, averaged over
+  untrained parameters, the config's last ones and the seed order's last ones, averaged over
   the focus set and the other prompts, and over the prompts whose goal is (or is not) the first
   result (the two directions of the simulator's ``learner_2000`` world);
 - **which weights carry the loss**: seed/fixed's last parameters with one block (``result``,
-  "which result to open", and for contrast every other block) swapped in from the strategy's
+  "which result to open", and for contrast every other block) swapped in from the config's
   last ones, evaluated on val+test like the benchmark.
 
-``python -m benchmarks.diagnose_selection DIR [--strategy spread/fixed] [--seeds 0 1 2 3 4]``
+``python -m benchmarks.diagnose_selection DIR [--config spread/fixed] [--seeds 0 1 2 3 4]``
 writes ``benchmarks/results/selection_mechanism.json``.  Not timed.
 """
 
@@ -36,7 +36,7 @@ from benchmarks.common import machine, publish
 
 PRODUCTS = 2000
 EXPLORATION_STEPS = 10  # the steps before which every selector still explores (the issue's diagnosis)
-FOCUS_MIN_TRAININGS = 3  # trained this often after exploration: the strategy's focus set
+FOCUS_MIN_TRAININGS = 3  # trained this often after exploration: the config's focus set
 SAMPLES = 16  # sampled episodes per task in every evaluation here
 HELD_OUT = "val+test"
 
@@ -92,10 +92,10 @@ def _mean(rates: dict[str, float], tasks: Sequence[str]) -> float | None:
     return fmean(values) if values else None
 
 
-async def diagnose_seed(client: Any, env: Any, root: Path, strategy: str, seed: int) -> dict[str, Any]:
+async def diagnose_seed(client: Any, env: Any, root: Path, config: str, seed: int) -> dict[str, Any]:
     from shopsimrl.learn.params import BLOCKS, LAYOUT
 
-    chosen, seed_run = root / f"{strategy.replace('/', '-')}-{seed}", root / f"seed-fixed-{seed}"
+    chosen, seed_run = root / f"{config.replace('/', '-')}-{seed}", root / f"seed-fixed-{seed}"
     train = env.list_tasks("train")
     held_out = env.list_tasks("val") + env.list_tasks("test")
     focus = focus_set(chosen)
@@ -131,22 +131,22 @@ async def diagnose_seed(client: Any, env: Any, root: Path, strategy: str, seed: 
     }
 
 
-async def diagnose(root: Path, strategy: str, seeds: Sequence[int]) -> dict[str, Any]:
+async def diagnose(root: Path, config: str, seeds: Sequence[int]) -> dict[str, Any]:
     from shopsimrl.env import InProcessEnvClient
     from shopsimrl.env.core import load_env
 
     env = load_env(PRODUCTS, slots=64)
     client = InProcessEnvClient(env, owns_env=True)
     try:
-        per_seed = {seed: await diagnose_seed(client, env, root, strategy, seed) for seed in seeds}
+        per_seed = {seed: await diagnose_seed(client, env, root, config, seed) for seed in seeds}
     finally:
         await client.aclose()
     return per_seed
 
 
-async def kinds(root: Path, strategies: Sequence[str], seeds: Sequence[int]) -> dict[str, Any]:
+async def kinds(root: Path, configs: Sequence[str], seeds: Sequence[int]) -> dict[str, Any]:
     """The learner's figures the simulator's ``learner_2000`` world is fitted to: the share of train prompts whose
-    goal is the first result, and each kind's mean train success untrained and after each strategy's run."""
+    goal is the first result, and each kind's mean train success untrained and after each config's run."""
     from shopsimrl.env import InProcessEnvClient
     from shopsimrl.env.core import load_env
     from shopsimrl.learn.params import LAYOUT
@@ -162,7 +162,7 @@ async def kinds(root: Path, strategies: Sequence[str], seeds: Sequence[int]) -> 
             row: dict[str, Any] = {}
             for name, theta in (("untrained", LAYOUT.initial()),
                                 *((st, load_theta(last_step(root / f"{st.replace('/', '-')}-{seed}")))
-                                  for st in strategies)):
+                                  for st in configs)):
                 rates = await success(client, theta, train, seed)
                 row[name] = {"goal_first": _mean(rates, a), "goal_not_first": _mean(rates, b),
                              "all": _mean(rates, train)}
@@ -196,9 +196,9 @@ def medians(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     return walk(first, ())
 
 
-def main(root: Path, strategy: str, seeds: Sequence[int], out: str) -> dict[str, Any]:
-    per_seed = asyncio.run(diagnose(root, strategy, seeds))
-    results = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "strategy": strategy,
+def main(root: Path, config: str, seeds: Sequence[int], out: str) -> dict[str, Any]:
+    per_seed = asyncio.run(diagnose(root, config, seeds))
+    results = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "strategy": config,
                "seeds": list(seeds), "products": PRODUCTS, "samples_per_task": SAMPLES, "held_out": HELD_OUT,
                "exploration_steps": EXPLORATION_STEPS, "focus_min_trainings": FOCUS_MIN_TRAININGS,
                "median": medians(per_seed), "per_seed": per_seed}
@@ -209,10 +209,10 @@ def main(root: Path, strategy: str, seeds: Sequence[int], out: str) -> dict[str,
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("root", type=Path, help="the products_2000 folder of bench_selection --keep DIR, or DIR")
-    parser.add_argument("--strategy", default="spread/fixed")
+    parser.add_argument("--config", default="spread/fixed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", default="benchmarks/results/selection_mechanism.json")
-    parser.add_argument("--kinds", nargs="+", default=None, metavar="STRATEGY",
+    parser.add_argument("--kinds", nargs="+", default=None, metavar="CONFIG",
                         help="instead: each kind's train success untrained and after these strategies' runs (the "
                         "simulator's fit data)")
     a = parser.parse_args()
@@ -220,4 +220,4 @@ if __name__ == "__main__":
     if a.kinds:
         publish(a.out, asyncio.run(kinds(root, ["seed/fixed", *a.kinds], a.seeds)), {})
     else:
-        main(root, a.strategy, a.seeds, a.out)
+        main(root, a.config, a.seeds, a.out)

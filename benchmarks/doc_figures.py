@@ -248,11 +248,11 @@ def paired(r: Results, name: str, regime: str = "products_2000") -> dict[str, An
 
 
 for _name, _fn in {
-    "selection.adaptive_worst_median": lambda r: signed(paired(r, "informative/adaptive")["at_equal_episodes"]
+    "selection.adaptive_worst_median": lambda r: signed(paired(r, "skip/adaptive")["at_equal_episodes"]
                                                         ["worst_median"]),
-    "selection.adaptive_episodes_to_final": lambda r: times(paired(r, "informative/adaptive")
+    "selection.adaptive_episodes_to_final": lambda r: times(paired(r, "skip/adaptive")
                                                             ["episodes_to_reach_seed_fixed_final"]["median_ratio"]),
-    "selection.adaptive_informative_ratio": lambda r: times(paired(r, "informative/adaptive")
+    "selection.adaptive_informative_ratio": lambda r: times(paired(r, "skip/adaptive")
                                                             ["informative_per_1k_ratio"]["median"]),
     "selection.spread_fixed_final_diff": lambda r: signed(paired(r, "spread/fixed")["final_eval_success_diff"]
                                                           ["median"]),
@@ -296,7 +296,7 @@ def clock_fit(r: Results) -> str:
 def clock_cost(r: Results) -> str:
     d = r("clock_cost")
     rows = [[name, num(s["machine_s"]["machine"], 1), num(s["machine_s"]["modelled"], 1),
-             times(s["modelled_over_machine"])] for name, s in d["strategies"].items()]
+             times(s["modelled_over_machine"])] for name, s in d["configs"].items()]
     return table([f"machine seconds for {d['steps']} steps (median of {d['repeats']})", "machine clock",
                   "modelled clock", "modelled / machine"], rows)
 

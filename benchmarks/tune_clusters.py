@@ -4,7 +4,7 @@
 ``CLUSTER_DRIFT`` x ``CLUSTER_TIE_LOGITS`` in the grid, on the clustered worlds of the
 targets and on a world where learning is fully shared (K = 50, S = 1), plus seed/fixed
 on each world (the bar the final pass rate must reach).  Medians over the seeds.  The
-rule (docs/efficient-sampling.md tells how it came to be): among the settings with at
+rule (docs/simulate.md tells how it came to be): among the settings with at
 least 2.2x seed/fixed's informative groups per 1,000 generated episodes in every
 clustered world, the largest worst-case margin of the final pass rate over seed/fixed's;
 ties within 0.001 go to the one that loses least where the clusters do not matter

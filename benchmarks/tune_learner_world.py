@@ -57,7 +57,7 @@ def measured(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def figures_on_tuning_seeds() -> dict[str, dict[str, float]]:
-    """``LEARNER_2000`` (the constants in the code) on the tuning seeds: every ranked strategy's figures."""
+    """``LEARNER_2000`` (the constants in the code) on the tuning seeds: every ranked config's figures."""
     return {f"{sel}/{waves}": simulated_figures(LEARNER_2000, sel, waves, TUNING_SEEDS) for sel, waves in RANKED}
 
 

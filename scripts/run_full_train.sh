@@ -11,7 +11,7 @@
 # Every other knob is documented in run_shopsimrl_slime.sh and docs/slime.md.
 #
 #   DRY_RUN=1 scripts/run_full_train.sh   # print the env server and training commands
-#   SELECTION=informative WAVES=adaptive scripts/run_full_train.sh   # docs/efficient-sampling.md
+#   SELECTION=skip WAVES=adaptive scripts/run_full_train.sh   # docs/selection.md
 set -euo pipefail
 
 HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"

@@ -38,7 +38,7 @@ COMMANDS = (
     data,  # data export: slime's prompt file
     train,  # train: GRPO training on slime
     slime,  # slime check: does this release fit a slime checkout
-    simulate,  # simulate: GPU-free training runs comparing selection strategies
+    simulate,  # simulate: GPU-free training runs comparing selection selections
     compare,  # compare: held-out success against generated episodes for several runs
     view,  # view: runs in a browser, from the metrics down to each episode (read-only web app)
     measure,  # measure: success rate and group labels of the heuristic policy

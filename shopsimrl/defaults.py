@@ -11,7 +11,7 @@ without loading anything else.  What is not here, and why:
   (``sampling/knobs.py``, slime's rules for the five knobs), ``RolloutConfig`` (``rollout/run.py``), ``TrainKnobs``
   and ``TrainConfig`` (``slime/launch_knobs.py``, ``slime/launch.py``: each launcher variable is one line with its
   default and its help);
-- a default that is a member of an enum stays beside its enum (``DEFAULT_STRATEGY``, ``DEFAULT_WAVE_MODE``,
+- a default that is a member of an enum stays beside its enum (``DEFAULT_SELECTION``, ``DEFAULT_WAVE_MODE``,
   ``DEFAULT_SIBLINGS``, ``DEFAULT_TRAINING_LOOP``, ``DEFAULT_CLOCK``, ``DEFAULT_ACTION_FORMAT``): this module
   cannot import the enum;
 - a class's own tuning that no flag exposes (back-off, probe and release timeouts of the env clients) stays with
@@ -72,14 +72,14 @@ DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 8
 #: Adaptive waves: expected informative groups kept in flight above the number still missing (the margin the rule
 #: adds to ``target - kept``); negative keeps fewer (never fewer groups than are missing).  Chosen on simulation
 #: seeds 100-104 as the fewest episodes per trained episode whose informative share stays >= 92% (``--cushion``,
-#: ``shopsim_wave_cushion``; see docs/efficient-sampling.md).
+#: ``shopsim_wave_cushion``; see docs/selection.md).
 DEFAULT_CUSHION = -1.5
 #: Staged siblings: stop after ``K`` when the predicted chance that the rest breaks the agreement is below this
-#: (chosen with ``DEFAULT_STAGE_SKIP_Q`` on simulation seeds 100-104, see docs/efficient-sampling.md).
+#: (chosen with ``DEFAULT_STAGE_SKIP_Q`` on simulation seeds 100-104, see docs/selection.md).
 DEFAULT_STAGE_THRESHOLD = 0.175
 #: Staged siblings: start a group whole when its predicted chance of spread ``q`` is at least this (staging skipped):
 #: it saves such a group the second round of latency.  1.0 (stage every group) gave seed/fixed 1.7% more informative
-#: groups per episode on the tuning seeds, but cost informative/adaptive +47% wall time per informative group (0.5:
+#: groups per episode on the tuning seeds, but cost skip/adaptive +47% wall time per informative group (0.5:
 #: +8%) (``--stage-skip-q``).
 DEFAULT_STAGE_SKIP_Q = 0.5
 
@@ -113,7 +113,7 @@ EPS_CLIP = 0.2
 #: Sampled episodes per val task in each evaluation (slime's n_samples_per_eval_prompt); greedy plays one.
 EVAL_SAMPLES_PER_TASK = 4
 #: ``--eval-split`` choices: the val split (slime's eval set), or val and test together (twice the tasks, to
-#: separate strategies whose held-out success differs by a few points; benchmarks only, test stays unseen otherwise).
+#: separate selections whose held-out success differs by a few points; benchmarks only, test stays unseen otherwise).
 EVAL_SPLITS = ("val", "val+test")
 DEFAULT_EVAL_SPLIT = "val"
 #: Products the learned shopper opens at most before it buys the best one it saw.
@@ -135,7 +135,7 @@ DEFAULT_SIMULATE_STEPS = 80
 DEFAULT_PROMPT_DATA = "data/shopsim_train.jsonl"
 #: Where the generate hook writes traces when the custom config names no ``shopsim_trace_dir``.
 DEFAULT_TRACE_DIR = "shopsim_traces"
-#: slime's ``--data-source-path`` for prompt selection (``SELECTION=informative``).
+#: slime's ``--data-source-path`` for prompt selection (``SELECTION=skip``).
 DATA_SOURCE_PATH = "shopsimrl.slime.data_source.SelectorDataSource"
 #: slime's ``--data-source-path`` under ``ASYNC=1`` where ``train.py`` runs slime's own (``SELECTION=seed WAVES=fixed``):
 #: slime's own data source, saving its state as of the end of each rollout (``train_async.py`` saves after the next drew).

@@ -1,7 +1,7 @@
 """``shopsimrl calibrate RELEASE_STEPS_CSV OUT_JSON``: fit the simulated world to the release run.
 
 Prints the fit, and writes it with every grid row and the best row per ``eta_prompt``
-(``simulate/calibrate.py`` holds the fit; docs/efficient-sampling.md its figures).
+(``simulate/calibrate.py`` holds the fit; docs/simulate.md its figures).
 """
 
 from __future__ import annotations

@@ -51,7 +51,14 @@ from shopsimrl.defaults import (
 )
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.learn.connect import add_arguments as add_learner_arguments
-from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Siblings, Strategy, WaveMode
+from shopsimrl.sampling.modes import (
+    DEFAULT_SELECTION,
+    DEFAULT_SIBLINGS,
+    DEFAULT_WAVE_MODE,
+    Selection,
+    Siblings,
+    WaveMode,
+)
 
 
 def _env_option(text: str) -> str:
@@ -94,9 +101,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="probability that an env reset/step raises (injected technical failures)")
     run.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                      help="live view on a terminal, plain log lines otherwise")
-    sel = p.add_argument_group("prompt selection", "which prompts to start and how many (docs/efficient-sampling.md)")
-    sel.add_argument("--selection", **one_of(Strategy), default=DEFAULT_STRATEGY,
-                     help="seed: the faithful shuffled-epoch order; informative: the same order, skipping prompts "
+    sel = p.add_argument_group("prompt selection", "which prompts to start and how many (docs/selection.md)")
+    sel.add_argument("--selection", **one_of(Selection), default=DEFAULT_SELECTION,
+                     help="seed: the faithful shuffled-epoch order; skip (formerly informative): the same order, skipping prompts "
                      "on a run of zero-spread groups (at most once per epoch pass, re-tried at a floor); spread: the "
                      "prompts predicted nearest 50%% pass rate (concentrates; measured to train a worse policy)")
     sel.add_argument("--waves", **one_of(WaveMode), default=DEFAULT_WAVE_MODE,

@@ -39,7 +39,7 @@ from shopsimrl.rollout.run import RolloutConfig, run_rollout
 from shopsimrl.rollout.tracking import WandbLogger
 from shopsimrl.rollout.view import RolloutView
 from shopsimrl.sampling import SamplingKnobs, TooManyTechnicalFailures
-from shopsimrl.sampling.modes import Strategy, is_faithful
+from shopsimrl.sampling.modes import Selection, is_faithful
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -226,10 +226,10 @@ async def _run(args: Any, config: RolloutConfig, options: dict[str, Any], interr
             logger = WandbLogger(project=args.wandb_project, name=config.name, group=args.wandb_group,
                                  directory=args.wandb_dir or (args.out / config.name / "wandb"), mode=args.wandb_mode,
                                  config={**config.knobs.as_dict(), **extra, "seed": args.seed})
-        # ShopSim's categories: the prompt source's clusters (a selector explores by cluster, reports coverage)
+        # ShopSim's categories: the selector's clusters (a selector explores by cluster, reports coverage)
         clusters = None if is_faithful(config.selection, config.waves) else await task_categories(env.client, task_ids)
         # the forecast rule's reading: each task's instruction and label, what a trainer has before rollout
-        descriptions = await task_descriptions(env.client, task_ids) if config.selection is Strategy.FORECAST else None
+        descriptions = await task_descriptions(env.client, task_ids) if config.selection is Selection.FORECAST else None
         code = await _run_steps(args, config, runner, task_ids, paths, interrupts, learner_kwargs, logger, extra,
                                 clusters, descriptions)
         return code

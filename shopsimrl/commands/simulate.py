@@ -1,4 +1,4 @@
-"""``shopsimrl simulate``: a GPU-free training run comparing prompt-selection and wave strategies."""
+"""``shopsimrl simulate``: a GPU-free training run comparing prompt-selection and wave selections."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "simulate",
         help="simulated training run: seed vs informative selection, fixed vs adaptive waves",
         description="Simulate rollout steps on a prompt population with latent difficulty and a policy that learns "
-        "from every informative group, calibrated to the public release run; compare strategies side by side.",
+        "from every informative group, calibrated to the public release run; compare selections side by side.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--steps", type=int_range(1, MAX_STEPS, why_high=WHY_STEPS), default=None,
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="step whose wave timeline is drawn (default: the middle step)")
     staged = p.add_argument_group("staged siblings (docs/dynamic-sampling.md R29)")
     staged.add_argument("--siblings", **one_of(Siblings), default=DEFAULT_SIBLINGS,
-                        help="staged: every strategy also runs with staged siblings (rows <strategy>+staged), and "
+                        help="staged: every selection also runs with staged siblings (rows <selection>+staged), and "
                         "every row is timed under the capacity model")
     staged.add_argument("--stage-size", type=int_range(1), default=None, help="K, the siblings started first (default n/2)")
     staged.add_argument("--stage-skip-q", type=number(0, 1), default=None, metavar="Q",
@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     world.add_argument("--directions", type=int_range(0, MAX_PROMPTS, why_high=WHY_PROMPTS), default=None, metavar="K",
                        help="K >= 2 kinds of prompt pull a shared stance toward their own direction (the learner "
                        "world's angle, weight and rate; 0: none)")
-    loop = p.add_argument_group("slime's training loop (docs/efficient-sampling.md, slime's two loops)")
+    loop = p.add_argument_group("slime's training loop (docs/clock.md, slime's two loops)")
     loop.add_argument("--loop", **one_of(TrainingLoop), default=DEFAULT_TRAINING_LOOP,
                       help="sync: train.py (rollout, train, weight sync); async: train_async.py (rollout k+1 beside "
                       "training k, the policy one step older); with --train-s or async the table adds the loop's wall "
@@ -174,7 +174,7 @@ def handle(args: argparse.Namespace) -> int:
                                                 if timing is not None else {})})
     draw_step_bars(out / "step_bars.png", {k: v for k, v in runs.items() if not k.startswith("oracle")})
     draw_timeline(out / "wave_timeline_seed_fixed.png", runs["seed/fixed"][0], args.timeline_step)
-    draw_timeline(out / "wave_timeline_informative_adaptive.png", runs["informative/adaptive"][0], args.timeline_step)
+    draw_timeline(out / "wave_timeline_informative_adaptive.png", runs["skip/adaptive"][0], args.timeline_step)
     if world.clusters:
         draw_cluster_pass_rates(out / "cluster_pass_rates.png", {k: v for k, v in runs.items() if not k.startswith("oracle")})
     print(f"outputs: {out}")

@@ -301,14 +301,14 @@ def _chunks(items: Iterator[Product], size: int, cancel: threading.Event) -> Ite
 def _insert_products(conn: sqlite3.Connection, products: int, seed: int, n_tasks: int,
                      progress: ProgressFn | None, cancel: threading.Event) -> list[Product]:
     """Insert every product and its index row; return the sampled goal candidates."""
-    picker = random.Random(f"shopsim-candidates-{seed}")
+    selector = random.Random(f"shopsim-candidates-{seed}")
     share = min(1.0, 3.0 * n_tasks / products)
     candidates: list[Product] = []
     done = 0
     for chunk in _chunks(CatalogGenerator(seed).products(products), _CHUNK, cancel):
         conn.executemany(_INSERT_PRODUCT, [p.to_row() for p in chunk])
         conn.executemany(_INSERT_FTS, [(p.rowid, *p.search_columns()) for p in chunk])
-        candidates.extend(p for p in chunk if picker.random() < share)
+        candidates.extend(p for p in chunk if selector.random() < share)
         done += len(chunk)
         if progress:
             progress("products", done, products)

@@ -8,7 +8,7 @@ policy (``EVAL_SAMPLES_PER_TASK`` episodes per task, as slime's ``n_samples_per_
 under the plain keys, the greedy policy (one episode per task) under ``greedy/``.
 Eval episodes use the same seeds at every evaluation, so two evaluations differ only by
 the parameters.  ``--eval-split val+test`` evaluates on both held-out splits (twice the
-tasks: benchmarks that must separate strategies by a few points use it).
+tasks: benchmarks that must separate selections by a few points use it).
 :func:`success_by_task` reads an evaluation's record per task, and
 :func:`evaluate_parameters` evaluates saved parameters after a run (diagnostics).
 """

@@ -20,10 +20,10 @@ from shopsimrl.defaults import ADAM_BETAS, ADAM_EPS, EPS_CLIP, LEARNING_RATE
 from shopsimrl.learn.params import LAYOUT
 
 if TYPE_CHECKING:
-    from shopsimrl.learn.policy import Decision
+    from shopsimrl.learn.policy import Draw
 
 
-def log_probs(theta: np.ndarray, decisions: Sequence[Decision]) -> tuple[np.ndarray, np.ndarray]:
+def log_probs(theta: np.ndarray, decisions: Sequence[Draw]) -> tuple[np.ndarray, np.ndarray]:
     """Each decision's log-probability under ``theta`` and its gradient (one row of ``LAYOUT.size`` each)."""
     logp = np.zeros(len(decisions))
     grad = np.zeros((len(decisions), LAYOUT.size))
@@ -51,7 +51,7 @@ def log_probs(theta: np.ndarray, decisions: Sequence[Decision]) -> tuple[np.ndar
 class Trajectory:
     """One kept episode as the update sees it: its decisions and its GRPO advantage."""
 
-    decisions: Sequence[Decision]
+    decisions: Sequence[Draw]
     advantage: float
 
 

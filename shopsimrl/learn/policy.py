@@ -33,7 +33,7 @@ _NO = {block: (0.0,) * len(names) for block, names in BLOCKS.items()}  # the "no
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Draw:
     """One draw: the block, one feature row per candidate, the candidate taken, its log-probability then."""
 
     block: str
@@ -58,7 +58,7 @@ class LinearPolicy:
         self.greedy = greedy
         self.record = record
         self.updates = 0  # optimizer updates the current parameters have had (for traces)
-        self._records: dict[EpisodeKey, list[Decision]] = {}
+        self._records: dict[EpisodeKey, list[Draw]] = {}
         self.set_theta(LAYOUT.initial() if theta is None else theta)
 
     def set_theta(self, theta: Sequence[float], updates: int | None = None) -> None:
@@ -79,7 +79,7 @@ class LinearPolicy:
         other.updates = self.updates
         return other
 
-    def take_records(self) -> dict[EpisodeKey, list[Decision]]:
+    def take_records(self) -> dict[EpisodeKey, list[Draw]]:
         """Every recorded episode's decisions since the last call (then forgotten)."""
         records, self._records = self._records, {}
         return records
@@ -88,7 +88,7 @@ class LinearPolicy:
         return {"policy": "linear", "parameters": LAYOUT.size, "greedy": self.greedy, "updates": self.updates}
 
     def new_episode(self, task: Task, seed: int) -> _LinearEpisode:
-        decisions: list[Decision] | None = None
+        decisions: list[Draw] | None = None
         if self.record:
             decisions = self._records.setdefault((task.task_id, seed), [])
             decisions.clear()  # a rerun of the same episode replaces its record
@@ -100,7 +100,7 @@ class LinearPolicy:
 
 class _LinearEpisode(_HeuristicEpisode):
     def __init__(self, task: Task, seed: int, weights: Mapping[str, tuple[float, ...]], greedy: bool,
-                 decisions: list[Decision] | None) -> None:
+                 decisions: list[Draw] | None) -> None:
         super().__init__(_OPTIONS, task, seed)
         self._weights = weights
         self._greedy = greedy
@@ -172,5 +172,5 @@ class _LinearEpisode(_HeuristicEpisode):
                     break
         if self._decisions is not None:
             logp = scores[chosen] - top - math.log(total)
-            self._decisions.append(Decision(block, tuple(tuple(map(float, r)) for r in rows), chosen, logp))
+            self._decisions.append(Draw(block, tuple(tuple(map(float, r)) for r in rows), chosen, logp))
         return chosen

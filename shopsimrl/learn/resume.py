@@ -42,7 +42,7 @@ from shopsimrl.rollout.journal import (
 )
 from shopsimrl.rollout.outputs import RunPaths
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
-from shopsimrl.sampling.source import prompt_source_from_state
+from shopsimrl.sampling.source import selector_from_state
 
 #: run.json fields not compared with the options of the resuming command: kept as they are (``steps`` apart),
 #: because they are the run's identity or derived from the catalog (``clusters``), a name (``name``: a run folder
@@ -141,21 +141,21 @@ def check_steps(root: Path, last: int, record: Mapping[str, Any]) -> RunJournal:
 
 
 def load_run_state(root: Path, last: int, task_ids: Sequence[str], selection: str) -> tuple[Any, dict[str, Any]]:
-    """(The prompt source, the failure streak) as they stood after step ``last``, from its ``state.json``."""
+    """(The selector, the failure streak) as they stood after step ``last``, from its ``state.json``."""
     path = root / f"step-{last}" / "state.json"
     try:
         state = read_json_object(path)
         saved, guard = state.get("prompt_source"), state.get("guard")
         if not isinstance(saved, dict) or not isinstance(guard, dict):
-            raise ValueError("it lacks the prompt source's or the failure streak's state")
+            raise ValueError("it lacks the selector's or the failure streak's state")
         ConsecutiveFailureGuard().load_state_dict(guard)  # checked here, loaded by the run
         if str(saved.get("strategy")) != str(selection):
-            raise ValueError(f"its prompt source is {saved.get('strategy')!r}, the run's selection {selection!r}")
+            raise ValueError(f"its selector is {saved.get('strategy')!r}, the run's selection {selection!r}")
         evidence = saved.get("evidence")
         saved_ids = evidence.get("prompt_ids") if isinstance(evidence, dict) else None
         if not isinstance(saved_ids, list) or [str(t) for t in saved_ids] != [str(t) for t in task_ids]:
-            raise ValueError("its prompt source holds other train tasks than the env lists now (another catalog?)")
-        source = prompt_source_from_state(saved)
+            raise ValueError("its selector holds other train tasks than the env lists now (another catalog?)")
+        source = selector_from_state(saved)
     except (JournalError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise ResumeError(f"{path}: {exc}; the run cannot be resumed" if not isinstance(exc, JournalError)
                           else f"{exc}; the run cannot be resumed") from None

@@ -1,6 +1,6 @@
 """What the steps of one run share, handed to each step's driver.
 
-Some state must outlive a step: the guard's streak of technical groups, the prompt source's
+Some state must outlive a step: the guard's streak of technical groups, the selector's
 position and evidence, the episode slots.  ``run.py`` builds it once per run; each
 :class:`~shopsimrl.rollout.driver.StepDriver` reads it.
 """
@@ -21,18 +21,18 @@ from shopsimrl.rollout.outputs import RunPaths
 from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode, is_faithful
-from shopsimrl.sampling.picker import Picker
+from shopsimrl.sampling.selector import RuleSelector
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.sampling.step import RolloutStep, new_step
 
 
 @dataclass
 class RunContext:
-    """What the steps of one run share: the guard's streak, the prompt source's position, the slots."""
+    """What the steps of one run share: the guard's streak, the selector's position, the slots."""
 
     knobs: SamplingKnobs
     runner: EpisodeRunner
-    source: Picker  # the prompt source: SeedOrder (the faithful order), InformativeOrder or SpreadPicker
+    source: RuleSelector  # the selector: SeedOrder (the faithful order), SkipOrder or SpreadSelector
     guard: ConsecutiveFailureGuard
     slots: EpisodeSlots
     paths: RunPaths
@@ -53,7 +53,7 @@ class RunContext:
     @property
     def faithful(self) -> bool:
         """The seed's own sampling (seed order, whole waves): the step metrics carry no selector figures."""
-        return is_faithful(self.source.strategy, self.waves)
+        return is_faithful(self.source.selection, self.waves)
 
     def run_state(self) -> dict[str, Any]:
         """What the next step needs of the run, saved into each step's ``state.json`` (``--resume`` reads it)."""

@@ -86,7 +86,7 @@ class StepDriver(Hooks):
 
     async def cancel(self, indices: tuple[int, ...]) -> None:
         """Cancel every group in flight and wait until each has unwound (each episode releases its env session);
-        then the step closes (the prompt source hears every result: held until now, so no prompt starts twice in
+        then the step closes (the selector hears every result: held until now, so no prompt starts twice in
         a step)."""
         self._cancelled = await self.tasks.cancel_all()
 
@@ -121,5 +121,5 @@ class StepDriver(Hooks):
 
 
 def _rewards(group: GroupRun) -> list[float] | None:
-    """A finished group's rewards per unique rollout, for the prompt source; ``None``: not scored."""
+    """A finished group's rewards per unique rollout, for the selector; ``None``: not scored."""
     return None if group.verdict is Verdict.TECHNICAL else list(unique_rollout_rewards(group.samples()).values())

@@ -15,7 +15,7 @@ from typing import Any
 from shopsimrl.rollout.group import GroupRun
 from shopsimrl.sampling import GroupDecision, SamplingKnobs, TooManyTechnicalFailures
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.source import PromptSource
+from shopsimrl.sampling.source import Selector
 from shopsimrl.sampling.step import Start
 
 
@@ -37,7 +37,7 @@ class EventLog:
     def event(self, t: float, event: str, **fields: Any) -> None:
         self.events.append({"t": round(t, 6), "event": event, **fields})
 
-    def begin(self, step: int, knobs: SamplingKnobs, source: PromptSource) -> None:
+    def begin(self, step: int, knobs: SamplingKnobs, source: Selector) -> None:
         """The step begins now; the seed order's position is logged, so a step can be replayed from it."""
         self._t0 = self.clock()
         position = {"sampler": source.position()} if isinstance(source, SeedOrder) else {}

@@ -90,7 +90,7 @@ class GroupRun:
     classification: str | None = None
     triage_path: Path | None = None
     started: bool = False  # at least one sibling got an episode slot
-    weight: float = 1.0  # the prompt source's importance weight of this hand-out (advantages are scaled by it)
+    weight: float = 1.0  # the selector's importance weight of this hand-out (advantages are scaled by it)
 
     @property
     def env_steps(self) -> int:

@@ -1,6 +1,6 @@
 """What a finished step hands on, once its report is built: figures, the learner, the batch, the metrics.
 
-The order is part of the contract: the prompt source's and staged siblings' figures join the
+The order is part of the contract: the selector's and staged siblings' figures join the
 metrics first; the learning policy trains on the informative groups; the wave timeline is drawn;
 ``batch.jsonl`` is written; a learner trained on the batch adds its figures (and writes its files); on the
 modelled clock the step's modelled rollout, training and weight-sync seconds join them; only then come the step's last writes, ``state.json``, ``metrics.json``, the ``metrics.jsonl`` line and the
@@ -15,7 +15,7 @@ from shopsimrl.rollout.context import RunContext
 from shopsimrl.rollout.outputs import StepPaths, batch_records, write_batch, write_step_end
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.rollout.timeline import write_wave_timeline
-from shopsimrl.sampling.selector import selector_step_metrics
+from shopsimrl.sampling.selection_metrics import selector_step_metrics
 from shopsimrl.sampling.staged import staged_step_metrics
 
 

@@ -2,7 +2,7 @@
 
 A step writes, in this order: its traces, triage and failure-queue lines (as groups finish),
 ``events.jsonl``, ``batch.jsonl``, the learner's ``policy.npz`` and ``eval.json``, ``state.json``
-(what the next step needs of the run: the prompt source's state and the technical-failure
+(what the next step needs of the run: the selector's state and the technical-failure
 streak), ``metrics.json``, its line in ``metrics.jsonl``, and last ``complete.json``.  A step is
 complete exactly when its marker exists: a crash (SIGKILL, a full disk) between any two of those
 writes leaves a step without a marker, which ``--resume`` removes and runs again; nothing of a
@@ -223,5 +223,5 @@ class ResumePoint:
 
     first_step: int
     journal: RunJournal
-    source: Any = None  # the prompt source as it stood after step first_step - 1 (None: a fresh one)
+    source: Any = None  # the selector as it stood after step first_step - 1 (None: a fresh one)
     guard: Mapping[str, Any] | None = None  # the technical-failure streak then ({"count", "recent"})

@@ -52,7 +52,7 @@ TRAINING_LOOPS: tuple[str, ...] = tuple(m.value for m in TrainingLoop)
 #: rollout ``k+1`` of ``train_async.py`` runs on the weights of training ``k-1`` (``--update-weights-interval 1``).
 POLICY_LAG: dict[TrainingLoop, int] = {TrainingLoop.SYNC: 0, TrainingLoop.ASYNC: 1}
 
-#: Training time per step (s), calibrated (docs/efficient-sampling.md, "slime's two loops"): the public
+#: Training time per step (s), calibrated (docs/clock.md, "slime's two loops"): the public
 #: Qwen3-4B GRPO run of vllm-project/vime#244 (a slime fork; H800, 4 training + 4 rollout GPUs) logs
 #: ``perf/train_time`` 16.8 s for 32 x 8 = 256 samples of at most 2,048 response tokens; the release run
 #: trains 16 x 8 = 128 samples per step with up to 8,192 response tokens: 16.8 x 128/256 x 8192/2048.

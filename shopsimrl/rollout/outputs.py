@@ -9,7 +9,7 @@ Layout (every file written through :mod:`shopsimrl.io`, so each is whole or abse
     runs/<name>/step-<k>/batch.jsonl  kept episodes with GRPO advantages and optimizer update index
     runs/<name>/step-<k>/events.jsonl every controller decision, wave submission and the abort
     runs/<name>/step-<k>/metrics.json docs/dynamic-sampling.md §7 keys plus waste figures
-    runs/<name>/step-<k>/state.json   what the next step needs of the run (prompt source, failure streak)
+    runs/<name>/step-<k>/state.json   what the next step needs of the run (selector, failure streak)
     runs/<name>/step-<k>/complete.json the completion marker, written last (see ``journal.py``)
     runs/<name>/step-<k>/traces/      one agent trace JSON per episode
     runs/<name>/step-<k>/triage/      one JSON per completed group, written before the filter

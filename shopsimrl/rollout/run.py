@@ -1,7 +1,7 @@
-"""A rollout run: ``steps`` rollout steps sharing one prompt source, one failure guard and one slot pool.
+"""A rollout run: ``steps`` rollout steps sharing one selector, one failure guard and one slot pool.
 
 The three rollout modules: ``run.py`` (this one) is the run — its configuration, its folder and the
-state that must outlive a step (the prompt source's position and evidence, the consecutive
+state that must outlive a step (the selector's position and evidence, the consecutive
 technical-failure streak; held in ``context.RunContext``), created here once per run; ``driver.py``
 is one step, the I/O shell around :class:`~shopsimrl.sampling.step.RolloutStep`;
 ``episode_runner.py`` plays one episode with the agent.
@@ -38,8 +38,15 @@ from shopsimrl.rollout.progress import StepObserver
 from shopsimrl.rollout.report import StepReport, summary_row
 from shopsimrl.sampling import ConsecutiveFailureGuard, SamplingKnobs
 from shopsimrl.sampling.adaptive import horizon_for_waves
-from shopsimrl.sampling.modes import DEFAULT_SIBLINGS, DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, Siblings, Strategy, WaveMode
-from shopsimrl.sampling.source import PromptSource, prompt_source
+from shopsimrl.sampling.modes import (
+    DEFAULT_SELECTION,
+    DEFAULT_SIBLINGS,
+    DEFAULT_WAVE_MODE,
+    Selection,
+    Siblings,
+    WaveMode,
+)
+from shopsimrl.sampling.source import Selector, new_selector
 from shopsimrl.sampling.staged import StagedSiblings
 
 
@@ -56,7 +63,7 @@ class RolloutConfig:
     out: Path = DEFAULT_OUT
     name: str = field(default_factory=default_run_name)
     episode_concurrency: int = DEFAULT_EPISODE_CONCURRENCY
-    selection: Strategy = DEFAULT_STRATEGY  # seed: the faithful order (SeedOrder); informative / spread: skip rules
+    selection: Selection = DEFAULT_SELECTION  # seed: the faithful order (SeedOrder); informative / spread: skip rules
     waves: WaveMode = DEFAULT_WAVE_MODE  # fixed: slime's whole waves; adaptive: predicted-size refills
     cushion: float = DEFAULT_CUSHION  # adaptive: expected informative groups in flight above the missing
     timeline: bool = False  # write each step's wave_timeline.png
@@ -78,7 +85,7 @@ class RolloutConfig:
         return StagedSiblings.of(self.knobs.n_samples_per_prompt, self.stage_size)
 
     def __post_init__(self) -> None:
-        for name, kind in (("selection", Strategy), ("waves", WaveMode), ("siblings", Siblings), ("clock", Clock),
+        for name, kind in (("selection", Selection), ("waves", WaveMode), ("siblings", Siblings), ("clock", Clock),
                            ("loop", TrainingLoop)):
             if not isinstance(getattr(self, name), kind):  # parsed once, where it was read (a string here is a bug)
                 raise TypeError(f"RolloutConfig.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
@@ -115,7 +122,7 @@ async def run_rollout(
     keep_reports: bool = True,
     after_batch: Callable[[int, list[dict[str, Any]]], Awaitable[dict[str, float]]] | None = None,
     first_step: int = 1,
-    source: PromptSource | None = None,
+    source: Selector | None = None,
     clusters: Mapping[str, str] | None = None,
     descriptions: Mapping[str, Mapping[str, str]] | None = None,
     resume: ResumePoint | None = None,
@@ -126,7 +133,7 @@ async def run_rollout(
     unlocks; by default it is prepared here and unlocked when the run ends.  ``keep_reports=False`` keeps
     only each step's summary row (a report holds every group and event: 0.6 MB a step at the defaults),
     so memory stays flat however many steps run; the step's files hold the rest.  ``clusters``: each task's
-    cluster label (its category) for the prompt source; ``descriptions``: each task's instruction and labels (the
+    cluster label (its category) for the selector; ``descriptions``: each task's instruction and labels (the
     ``forecast`` rule's).  ``resume``: where a resumed run continues (built by
     :mod:`shopsimrl.learn.resume`, which has checked and continued ``run.json``); then ``first_step`` and
     ``source`` come from it, and ``run.json`` is not written here.
@@ -153,7 +160,7 @@ async def run_rollout(
     ctx = RunContext(
         knobs=config.knobs,
         runner=runner,
-        source=source if source is not None else prompt_source(
+        source=source if source is not None else new_selector(
             config.selection, task_ids, config.knobs.n_samples_per_prompt, config.seed, waves=config.waves,
             clusters=clusters, descriptions=descriptions),
         guard=ConsecutiveFailureGuard(config.knobs.max_consecutive_failed_groups, trace_dir=str(paths.root)),
@@ -203,7 +210,7 @@ def run_record(config: RolloutConfig, train_tasks: int, *, clusters: Mapping[str
         "selection": config.selection,
         "waves": config.waves,
         **({"cushion": config.cushion} if config.waves is WaveMode.ADAPTIVE else {}),
-        **({"explore_horizon_epochs": horizon} if config.selection is Strategy.SPREAD else {}),
+        **({"explore_horizon_epochs": horizon} if config.selection is Selection.SPREAD else {}),
         **({"siblings": config.siblings, "stage_size": config.staging.stage_size,  # type: ignore[union-attr]
             "stage_threshold": config.staging.threshold, "stage_skip_q": config.staging.skip_q}  # type: ignore[union-attr]
            if config.staging is not None else {}),

@@ -6,7 +6,7 @@
 - the wave loop as a sans-I/O state machine (:class:`WaveController`, its :class:`State` and the table
   :data:`TRANSITIONS` of what each state allows) and its replay (:func:`replay`);
 - one rollout step around it, events in and actions out (``shopsimrl.sampling.step.RolloutStep``: the
-  controller, the prompt source of ``source.py``, the wave sizer), which every loop runs;
+  controller, the selector of ``source.py``, the wave sizer), which every loop runs;
 - the docs/dynamic-sampling.md §7 metrics, GRPO advantages and the optimizer-update split.
 """
 

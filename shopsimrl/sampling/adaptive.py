@@ -2,7 +2,7 @@
 
 slime's loop submits a whole wave of ``over_sampling_batch_size`` groups whenever
 ``remaining < rollout_batch_size``.  With per-prompt predictions of zero spread
-(:class:`~shopsimrl.sampling.evidence.Evidence`, every prompt source's) we can instead keep just
+(:class:`~shopsimrl.sampling.evidence.Evidence`, every selector's) we can instead keep just
 the predicted number of groups in flight: each group in flight is informative
 with probability ``q = 1 − ẑ``, so the expected number of informative groups
 among them is ``Σ q``, and the rule is
@@ -20,7 +20,7 @@ batch, but never fewer than are missing.  When exactly the missing number is in
 flight, ``remaining`` equals the target, so the controller's fallback keeps a
 zero-spread group instead of dropping it: fewer episodes are generated (and
 aborted) per trained one, and fewer of the trained groups are informative.  The step's
-submissions, with the turns its prompt source skipped, stay within
+submissions, with the turns its selector skipped, stay within
 ``over_sampling_batch_size`` (what slime's first wave submits), except where slime
 itself would open a new wave: when ``remaining`` would fall below the target.
 
@@ -55,7 +55,7 @@ T = TypeVar("T")
 
 #: The prompt selector's exploration horizon under adaptive waves, in epochs' worth of picks: every pick is paid
 #: for there, so never-seen prompts are tried over a longer horizon than under fixed waves (chosen on simulation
-#: seeds 100-104 among 2, 4 and 8; see docs/efficient-sampling.md).
+#: seeds 100-104 among 2, 4 and 8; see docs/selection.md).
 ADAPTIVE_EXPLORE_HORIZON_EPOCHS = 8.0
 
 

@@ -1,12 +1,12 @@
 """``Concentration``: how unevenly a run trains its prompts, per step, whatever the selection rule.
 
 The main job's learner showed that a rule which trains a few prompts over and over trains a worse
-policy (docs/efficient-sampling.md, "Why the rule changed").  Three figures make that visible in
+policy (docs/selection.md, "Why the rule changed").  Three figures make that visible in
 every run, under ``rollout/shopsim/concentration/``:
 
 - ``distinct_prompts_epoch``: distinct prompts with a trained (kept) group in the current epoch
-  pass.  The epoch pass is the prompt source's (:attr:`Picker.epoch`): for the seed order and the
-  informative rule, one walk through the seed's shuffle of the prompt set, begun when the previous
+  pass.  The epoch pass is the selector's (:attr:`RuleSelector.epoch`): for the seed order and the
+  skip rule, one walk through the seed's shuffle of the prompt set, begun when the previous
   one ran out; for the spread rule, which has no order, each ``len(prompts)`` hand-outs.  A group
   counts in the pass that is current when its step ends;
 - ``max_trainings_per_prompt``: the most trained groups of one prompt since the run began;
@@ -16,7 +16,7 @@ And ``seed_order_bound``: the most groups of one prompt the seed order could hav
 as many hand-outs, ``ceil(hand-outs / prompts)`` (one per epoch pass).  A run *concentrates* when
 ``max_trainings_per_prompt > CONCENTRATED_FACTOR × seed_order_bound``; its summary says so.
 
-Pure: no I/O.  Its state is part of the prompt source's, so a resumed run continues the counts.
+Pure: no I/O.  Its state is part of the selector's, so a resumed run continues the counts.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ SEED_ORDER_BOUND = CONCENTRATION_PREFIX + "seed_order_bound"
 #: The most-trained prompts whose share ``top10_share`` reports.
 TOP_PROMPTS = 10
 #: A run concentrates when one prompt was trained more than this many times the seed order's bound: the issue's
-#: target for the informative rule (the spread rule reached 24 trainings where the seed order's most was 6).
+#: target for the skip rule (the spread rule reached 24 trainings where the seed order's most was 6).
 CONCENTRATED_FACTOR = 1.5
 
 

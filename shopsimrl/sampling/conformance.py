@@ -1,8 +1,8 @@
-"""``check_prompt_source``: what every prompt source must do, checked the way Gymnasium's ``check_env`` checks an env.
+"""``check_selector``: what every selector must do, checked the way Gymnasium's ``check_env`` checks an env.
 
-A rollout step trusts its :class:`~shopsimrl.sampling.source.PromptSource` for a few promises
+A rollout step trusts its :class:`~shopsimrl.sampling.source.Selector` for a few promises
 (``source.py`` states them); a source that breaks one starts a prompt twice in a step, loses a
-prompt, or feeds a wave sizer a chance outside [0, 1].  :func:`check_prompt_source` runs a fresh
+prompt, or feeds a wave sizer a chance outside [0, 1].  :func:`check_selector` runs a fresh
 source through each promise and raises :class:`SourceContractError` naming the first one broken:
 
 - ``next_prompts(k)``: ``k`` distinct, hashable prompts, none of them in flight;
@@ -27,13 +27,13 @@ from typing import Any
 
 from shopsimrl.errors import InvariantBroken
 from shopsimrl.sampling.pump import Hooks, pump
-from shopsimrl.sampling.source import PromptSource
+from shopsimrl.sampling.source import Selector
 from shopsimrl.sampling.step import Start, new_step
 from shopsimrl.sampling.verdict import Verdict
 
 
 class SourceContractError(InvariantBroken, AssertionError):
-    """A prompt source broke one of the promises a rollout step relies on (the message says which)."""
+    """A selector broke one of the promises a rollout step relies on (the message says which)."""
 
 
 def _require(ok: bool, promise: str) -> None:
@@ -41,7 +41,7 @@ def _require(ok: bool, promise: str) -> None:
         raise SourceContractError(promise)
 
 
-def _check_predictions(source: PromptSource, prompt: Hashable) -> None:
+def _check_predictions(source: Selector, prompt: Hashable) -> None:
     zero = source.predicted_zero_spread(prompt)
     _require(zero is None or (isinstance(zero, float | int) and 0.0 <= zero <= 1.0),
              f"predicted_zero_spread({prompt!r}) must be None or within [0, 1], got {zero!r}")
@@ -52,7 +52,7 @@ def _check_predictions(source: PromptSource, prompt: Hashable) -> None:
                  f"predicted_logit({prompt!r}) must be None or (finite mean, variance >= 0), got {logit!r}")
 
 
-def _hand_out_twice(source: PromptSource, k: int) -> None:
+def _hand_out_twice(source: Selector, k: int) -> None:
     """Two batches while the first is in flight: disjoint; released, the first can come back."""
     first = source.next_prompts(k)
     _require(len(first) == k, f"next_prompts({k}) must give {k} prompts, gave {len(first)}")
@@ -81,7 +81,7 @@ def _hand_out_twice(source: PromptSource, k: int) -> None:
         source.release(p)
 
 
-def _one_step(source: PromptSource, waves: str, seed: int) -> None:
+def _one_step(source: Selector, waves: str, seed: int) -> None:
     """A step of random results: no prompt started twice; none in flight once closed (the next ask sees all)."""
     skipped = source.skipped_turns
     _require(isinstance(skipped, int) and skipped >= 0, f"skipped_turns must be an integer >= 0, got {skipped!r}")
@@ -130,7 +130,7 @@ class _RandomResults(Hooks):
         _require(False, "the step stopped on technical groups it was never told of")
 
 
-def check_prompt_source(make: Callable[[], PromptSource], *, seed: int = 0) -> None:
+def check_selector(make: Callable[[], Selector], *, seed: int = 0) -> None:
     """Run fresh sources from ``make`` (each over at least 40 prompts, 4 siblings a group) through every promise
     of the contract (module docstring); raises :class:`SourceContractError` on the first one broken."""
     _hand_out_twice(make(), 4)

@@ -33,7 +33,7 @@ neither.  Without labels there is no such term and every figure is as before.
 
 Predictions average ``z(p) = pⁿ + (1−p)ⁿ`` (the chance that ``n`` siblings agree)
 over the Gaussian of ``x`` by Gauss-Hermite quadrature.  Pure: no I/O, no clock.
-Every constant and its reason is in docs/efficient-sampling.md.
+Every constant and its reason is in docs/selection.md.
 """
 
 from __future__ import annotations

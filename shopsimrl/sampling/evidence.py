@@ -1,4 +1,4 @@
-"""``Evidence``: what finished groups showed about the prompts, held by every prompt source.
+"""``Evidence``: what finished groups showed about the prompts, held by every selector.
 
 Every selection rule (the seed order, the informative skip, the spread rule) picks over
 the same evidence, and adaptive waves, staged siblings and the step metrics read it
@@ -9,7 +9,7 @@ whatever the rule:
 - the first tries: the share of first groups with zero spread (a never-seen prompt's
   prediction) and their population fit (a never-seen prompt's logit, for staged siblings);
 - per prompt: groups observed, its run of consecutive zero-spread groups (the
-  informative rule's skip reads it), whether it was ever handed out;
+  skip rule's skip reads it), whether it was ever handed out;
 - the set in flight, the counters of the step (``pop_stats``), and with cluster labels the
   :class:`~shopsimrl.sampling.clusters.ClusterBook` (coverage and first tries per cluster;
   its lines of never-seen prompts are the spread rule's).
@@ -17,7 +17,7 @@ whatever the rule:
 It hands out and takes back nothing by itself: a rule calls :meth:`take` for a prompt it
 hands out, :meth:`observe` for a group's rewards and :meth:`land` when a prompt comes out of
 flight.  Pure: no I/O, no clock, no random draws.  Every constant's reason is in
-docs/efficient-sampling.md.
+docs/selection.md.
 """
 
 from __future__ import annotations
@@ -255,7 +255,7 @@ class Evidence:
         count = len(ev.ids)
         for name in ("observed", "solved_streak", "chosen"):
             if len(state[name]) != count:
-                raise ValueError(f"prompt source state: {name} has {len(state[name])} entries for {count} prompts")
+                raise ValueError(f"selector state: {name} has {len(state[name])} entries for {count} prompts")
         ev.model.load_state_dict(state["model"])
         ev.observed = [int(x) for x in state["observed"]]
         ev.solved_streak = [int(x) for x in state["solved_streak"]]

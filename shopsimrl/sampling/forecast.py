@@ -1,6 +1,6 @@
 """``SpreadForecast``: a prompt's chance of a zero-spread group before its first group, from its text and labels.
 
-The informative rule (:mod:`~shopsimrl.sampling.informative`) skips only on a prompt's own run of
+The skip rule (:mod:`~shopsimrl.sampling.skip`) skips only on a prompt's own run of
 solved groups, so it cannot act before a prompt's second group: within the first epoch pass, which
 is most of a run over a large prompt set, it has nothing to skip.  This model predicts a
 rarely-seen prompt's next group from what a trainer knows before rollout:

@@ -1,6 +1,6 @@
-"""``ForecastOrder``: the ``forecast`` rule, the informative rule that also skips never- and rarely-seen prompts.
+"""``ForecastOrder``: the ``forecast`` rule, the skip rule that also skips never- and rarely-seen prompts.
 
-The informative rule (:class:`~shopsimrl.sampling.informative.InformativeOrder`) skips a prompt only on
+The skip rule (:class:`~shopsimrl.sampling.skip.SkipOrder`) skips a prompt only on
 its own run of solved groups, so within the first epoch pass it skips nothing.  This rule adds one
 source of skips, on the same principle (skip what is predicted to carry no gradient, never over-train):
 
@@ -31,8 +31,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from shopsimrl.sampling.forecast import HISTORY, RARE_GROUPS, SpreadForecast
-from shopsimrl.sampling.informative import InformativeOrder
-from shopsimrl.sampling.modes import Strategy
+from shopsimrl.sampling.modes import Selection
+from shopsimrl.sampling.skip import SkipOrder
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 
 #: The skip's exponent on ``q / q̄``: 1 hands a prompt out in proportion to its predicted spread.  Chosen on the
@@ -49,10 +49,10 @@ def history_of(rewards: Sequence[float]) -> str:
     return "solved" if min(values) >= 1.0 else "failed"
 
 
-class ForecastOrder(InformativeOrder):
-    """The informative rule with a forecast of rarely-seen prompts (see the module docstring)."""
+class ForecastOrder(SkipOrder):
+    """The skip rule with a forecast of rarely-seen prompts (see the module docstring)."""
 
-    strategy = Strategy.FORECAST
+    selection = Selection.FORECAST
 
     def __init__(self, *args: Any, descriptions: Mapping[Hashable, Mapping[str, Any]] | None = None,
                  sharpness: float | None = None, **kwargs: Any) -> None:
@@ -100,7 +100,7 @@ class ForecastOrder(InformativeOrder):
 
     def _turn(self, i: int, out: list[int]) -> bool:
         skipped_before = self.skipped_turns
-        forecast_only = self.forecast_skip(i) > InformativeOrder.skip_probability(self, i)
+        forecast_only = self.forecast_skip(i) > SkipOrder.skip_probability(self, i)
         handed = super()._turn(i, out)
         if forecast_only and self.skipped_turns > skipped_before:
             self.forecast_skipped += 1
@@ -141,7 +141,7 @@ class ForecastOrder(InformativeOrder):
     def _load_rule_state(self, state: dict[str, Any]) -> None:
         super()._load_rule_state(state)
         if len(state["history"]) != len(self._ids):
-            raise ValueError(f"prompt source state: history has {len(state['history'])} entries for "
+            raise ValueError(f"selector state: history has {len(state['history'])} entries for "
                              f"{len(self._ids)} prompts")
         self._history = [int(h) for h in state["history"]]
         self.forecast_skipped = int(state["forecast_skipped"])

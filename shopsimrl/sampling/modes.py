@@ -1,11 +1,11 @@
 """The choices a run makes about sampling, as enums, each with its default (defined here, once).
 
-- :class:`Strategy`: which prompts start.  ``seed`` is the faithful data order (the prompt set shuffled
+- :class:`Selection`: which prompts start.  ``seed`` is the faithful data order (the prompt set shuffled
   once per epoch with the seed, :class:`~shopsimrl.sampling.order.SeedOrder`); ``informative`` walks the
   same order and skips prompts whose recent groups had no reward spread, never handing a prompt out more
-  than once per epoch pass (:class:`~shopsimrl.sampling.informative.InformativeOrder`); ``spread`` is the
-  former informative rule, the prompts predicted nearest 50% (:class:`~shopsimrl.sampling.spread.SpreadPicker`),
-  measured to train a worse policy (docs/efficient-sampling.md); ``forecast`` is the informative rule that also
+  than once per epoch pass (:class:`~shopsimrl.sampling.skip.SkipOrder`); ``spread`` is the
+  former informative rule, the prompts predicted nearest 50% (:class:`~shopsimrl.sampling.spread.SpreadSelector`),
+  measured to train a worse policy (docs/selection.md); ``forecast`` is the skip rule that also
   skips never- and rarely-seen prompts forecast from their text and labels to have no spread
   (:class:`~shopsimrl.sampling.forecast_order.ForecastOrder`).
 - :class:`WaveMode`: how many groups start.  ``fixed`` is slime's whole waves of
@@ -43,13 +43,18 @@ class Choice(str, Enum):
             raise ValueError(f"{cls.__name__.lower()} must be one of {names}, got {value!r}") from None
 
 
-class Strategy(Choice):
+class Selection(Choice):
     """Which prompts a step starts."""
 
     SEED = "seed"  # the faithful shuffled-epoch order
-    INFORMATIVE = "informative"  # the seed order, skipping prompts on a run of zero-spread groups (at most once a pass)
+    SKIP = "skip"  # the seed order, skipping prompts on a run of zero-spread groups (at most once a pass)
     SPREAD = "spread"  # the prompts predicted nearest 50% pass rate: concentrates, trains a worse policy
     FORECAST = "forecast"  # informative, plus skips of rarely-seen prompts forecast from their text and labels
+
+    @classmethod
+    def _missing_(cls, value: object) -> Selection | None:
+        """``informative``, the skip rule's name until 2026-12-07, still names it (older run folders and scripts)."""
+        return cls.SKIP if value == "informative" else None
 
 
 class WaveMode(Choice):
@@ -59,15 +64,15 @@ class WaveMode(Choice):
     ADAPTIVE = "adaptive"  # the predicted number to fill the batch plus a cushion, topped up per completion
 
 
-DEFAULT_STRATEGY = Strategy.SEED
+DEFAULT_SELECTION = Selection.SEED
 DEFAULT_WAVE_MODE = WaveMode.FIXED
-STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)  # argparse choices
+SELECTIONS: tuple[str, ...] = tuple(s.value for s in Selection)  # argparse choices
 WAVE_MODES: tuple[str, ...] = tuple(m.value for m in WaveMode)
 
 
-def is_faithful(strategy: Strategy | str, waves: WaveMode | str) -> bool:
+def is_faithful(selection: Selection | str, waves: WaveMode | str) -> bool:
     """The seed's own sampling: the seed order and whole waves (no prompt-selection lever on)."""
-    return Strategy.parse(strategy) is Strategy.SEED and WaveMode.parse(waves) is WaveMode.FIXED
+    return Selection.parse(selection) is Selection.SEED and WaveMode.parse(waves) is WaveMode.FIXED
 
 
 class Siblings(Choice):

@@ -1,4 +1,4 @@
-"""``SeedOrder``: the faithful data order, the prompt source of the seed strategy.
+"""``SeedOrder``: the faithful data order, the selector of the seed selection.
 
 slime's data buffer walks the prompt set epoch by epoch, shuffled once per epoch
 with the seed; a rollout step takes the next prompts from where the previous one
@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from shopsimrl.sampling.modes import Strategy
-from shopsimrl.sampling.picker import Picker, epoch_order, take_deferred
+from shopsimrl.sampling.modes import Selection
+from shopsimrl.sampling.selector import RuleSelector, epoch_order, take_deferred
 
 
-class SeedOrder(Picker):
+class SeedOrder(RuleSelector):
     """The prompt set in the seed's shuffled epochs (see the module docstring)."""
 
-    strategy = Strategy.SEED
+    selection = Selection.SEED
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

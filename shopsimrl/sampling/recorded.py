@@ -31,7 +31,7 @@ from shopsimrl.sampling.controller import ControllerStateError, WaveController
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard
 from shopsimrl.sampling.modes import WaveMode
 from shopsimrl.sampling.pump import Hooks, pump
-from shopsimrl.sampling.source import PromptSource
+from shopsimrl.sampling.source import Selector
 from shopsimrl.sampling.step import RolloutStep, Start, StepDone, new_step
 from shopsimrl.sampling.supply import SupplyOrder
 from shopsimrl.sampling.verdict import Verdict
@@ -58,7 +58,7 @@ class RecordedRefills:
     def __init__(self) -> None:
         self.due = 0
 
-    def open(self, controller: WaveController, source: PromptSource, spread_chance: dict[int, float]) -> list[Start]:
+    def open(self, controller: WaveController, source: Selector, spread_chance: dict[int, float]) -> list[Start]:
         if not self.due:
             return []
         new = controller.refill(self.due)

@@ -1,10 +1,10 @@
-"""``PromptSource``: what a rollout step asks of its prompts, and the one place a strategy becomes a source.
+"""``Selector``: what a rollout step asks of its prompts, and the one place a selection becomes a source.
 
-Every source is a :class:`~shopsimrl.sampling.picker.Picker`: the shared evidence
-(:class:`~shopsimrl.sampling.evidence.Evidence`) plus one rule, a class per strategy (``STRATEGY_RULES``):
+Every source is a :class:`~shopsimrl.sampling.selector.RuleSelector`: the shared evidence
+(:class:`~shopsimrl.sampling.evidence.Evidence`) plus one rule, a class per selection (``SELECTION_RULES``):
 the faithful :class:`~shopsimrl.sampling.order.SeedOrder`, the informative skip
-:class:`~shopsimrl.sampling.informative.InformativeOrder` and the spread rule
-:class:`~shopsimrl.sampling.spread.SpreadPicker`.
+:class:`~shopsimrl.sampling.skip.SkipOrder` and the spread rule
+:class:`~shopsimrl.sampling.spread.SpreadSelector`.
 """
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ from typing import Any, Protocol
 
 from shopsimrl.sampling.adaptive import horizon_for_waves
 from shopsimrl.sampling.forecast_order import ForecastOrder
-from shopsimrl.sampling.informative import InformativeOrder, skip_share_for_waves
-from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, Strategy, WaveMode
+from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, Selection, WaveMode
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.picker import Picker
-from shopsimrl.sampling.spread import SpreadPicker
+from shopsimrl.sampling.selector import RuleSelector
+from shopsimrl.sampling.skip import SkipOrder, skip_share_for_waves
+from shopsimrl.sampling.spread import SpreadSelector
 
-#: The rule of each strategy.
-STRATEGY_RULES: dict[Strategy, type[Picker]] = {
-    Strategy.SEED: SeedOrder,
-    Strategy.INFORMATIVE: InformativeOrder,
-    Strategy.SPREAD: SpreadPicker,
-    Strategy.FORECAST: ForecastOrder,
+#: The rule of each selection.
+SELECTION_RULES: dict[Selection, type[RuleSelector]] = {
+    Selection.SEED: SeedOrder,
+    Selection.SKIP: SkipOrder,
+    Selection.SPREAD: SpreadSelector,
+    Selection.FORECAST: ForecastOrder,
 }
 
 
-class PromptSource(Protocol):
+class Selector(Protocol):
     """Hands out prompts to start and hears back what became of each (at step end)."""
 
     #: Turns of the prompt order skipped since the source began, never decreasing (0 for a rule that never skips):
@@ -67,8 +67,8 @@ class PromptSource(Protocol):
         ...
 
 
-def prompt_source(
-    strategy: Strategy | str,
+def new_selector(
+    selection: Selection | str,
     prompt_ids: Iterable[Hashable],
     n_samples_per_prompt: int,
     seed: int = 0,
@@ -77,9 +77,9 @@ def prompt_source(
     explore_horizon_epochs: float | None = None,
     clusters: Mapping[Hashable, Hashable] | Sequence[Hashable] | None = None,
     descriptions: Mapping[Hashable, Mapping[str, Any]] | None = None,
-) -> Picker:
-    """The prompt source of ``strategy`` (``ValueError`` naming the choices for an unknown one) for steps of the
-    wave mode ``waves``: the informative rule's share of a pass it may skip is the wave mode's
+) -> RuleSelector:
+    """The selector of ``selection`` (``ValueError`` naming the choices for an unknown one) for steps of the
+    wave mode ``waves``: the skip rule's share of a pass it may skip is the wave mode's
     (``skip_share_for_waves``), and so is the spread rule's exploration horizon unless given.
 
     ``explore_horizon_epochs`` paces the spread rule's exploration (default ``horizon_for_waves(waves)``; the
@@ -87,20 +87,20 @@ def prompt_source(
     explores by cluster; every rule's evidence predicts never-seen prompts and reports coverage per cluster).
     ``descriptions``: each prompt's text and labels (``{"instruction": ..., "category": ...}``), read by the
     ``forecast`` rule alone."""
-    rule = STRATEGY_RULES[Strategy.parse(strategy)]
-    if rule is SpreadPicker:
+    rule = SELECTION_RULES[Selection.parse(selection)]
+    if rule is SpreadSelector:
         horizon = horizon_for_waves(waves) if explore_horizon_epochs is None else explore_horizon_epochs
-        return SpreadPicker(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=horizon,
+        return SpreadSelector(prompt_ids, n_samples_per_prompt, seed=seed, explore_horizon_epochs=horizon,
                             clusters=clusters)
     if rule is ForecastOrder:
         return ForecastOrder(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters,
                              max_skip_share=skip_share_for_waves(waves), descriptions=descriptions)
-    if rule is InformativeOrder:
-        return InformativeOrder(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters,
+    if rule is SkipOrder:
+        return SkipOrder(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters,
                                 max_skip_share=skip_share_for_waves(waves))
     return rule(prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters)
 
 
-def prompt_source_from_state(state: dict[str, Any]) -> Picker:
-    """A source saved by ``state_dict()``, of the strategy it was saved with."""
-    return STRATEGY_RULES[Strategy.parse(state.get("strategy"))].from_state_dict(state)
+def selector_from_state(state: dict[str, Any]) -> RuleSelector:
+    """A source saved by ``state_dict()``, of the selection it was saved with."""
+    return SELECTION_RULES[Selection.parse(state.get("strategy"))].from_state_dict(state)

@@ -1,4 +1,4 @@
-"""``SpreadPicker``: the ``spread`` rule, which starts the prompts whose pass rate is predicted nearest 50%.
+"""``SpreadSelector``: the ``spread`` rule, which starts the prompts whose pass rate is predicted nearest 50%.
 
 This was ``--selection informative`` until the main job's learner judged it.  It trains
 1.36× (fixed waves) to 1.85× (adaptive waves) the informative groups per generated episode
@@ -7,8 +7,8 @@ of the seed order, and the policy it trains is **worse** on held-out tasks: 0.75
 It concentrates: after its exploration it trains about 25–30 prompts over and over (one was
 trained at 24 of 30 steps; the seed order's most is 6), and the prompts it picks are not
 representative of the task distribution.  It stays for comparison and for the simulator's
-bounds; ``informative`` (:class:`~shopsimrl.sampling.informative.InformativeOrder`) is the
-rule that follows the principle (docs/efficient-sampling.md).
+bounds; ``informative`` (:class:`~shopsimrl.sampling.skip.SkipOrder`) is the
+rule that follows the principle (docs/selection.md).
 
 The rule: observed prompts wait in buckets by estimated difficulty and each pick takes
 the oldest prompt of the bucket nearest the skill, where ``q = 1 − ẑ`` is highest.  A
@@ -33,8 +33,8 @@ from collections import deque
 from typing import Any
 
 from shopsimrl.sampling.estimate import sigmoid, zero_spread_probability
-from shopsimrl.sampling.modes import Strategy
-from shopsimrl.sampling.picker import Picker, epoch_order
+from shopsimrl.sampling.modes import Selection
+from shopsimrl.sampling.selector import RuleSelector, epoch_order
 
 #: Width (logits of difficulty) of the buckets observed prompts wait in.
 BUCKET_WIDTH = 0.25
@@ -68,11 +68,11 @@ def skip_distance(n: int, skip_q: float = SKIP_Q) -> float:
     return high
 
 
-class SpreadPicker(Picker):
+class SpreadSelector(RuleSelector):
     """The prompts whose pass rate is predicted nearest 50%, paced exploration, re-checks (see the module
     docstring)."""
 
-    strategy = Strategy.SPREAD
+    selection = Selection.SPREAD
 
     def __init__(
         self,

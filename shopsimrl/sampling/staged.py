@@ -24,7 +24,7 @@ pass rate ``p`` and ``K`` successes it is ``1 − p^(n−K)``; the posterior wei
 by ``p^K`` (``(1−p)^K`` after ``K`` failures).  A prompt predicted to spread often
 (``q >= skip_q``) can be started whole: staging it costs a second round of latency for
 little to save (``DEFAULT_STAGE_SKIP_Q``, 0.5, by default; ``skip_q = 1`` stages every group).  Pure: no
-I/O, no clock.  docs/dynamic-sampling.md (R29) and docs/efficient-sampling.md give the figures and the
+I/O, no clock.  docs/dynamic-sampling.md (R29) and docs/selection.md give the figures and the
 default threshold.
 """
 

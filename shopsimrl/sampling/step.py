@@ -6,12 +6,12 @@ of the one pump, :mod:`shopsimrl.sampling.pump`, which carries out the actions a
 
 - the :class:`~shopsimrl.sampling.controller.WaveController` (slime's drop rule, ``remaining``,
   the fallback, abort at ``target`` kept, the consecutive-failure stop: the one place it is decided);
-- the prompt source (:class:`~shopsimrl.sampling.source.PromptSource`: the seed order or the
+- the selector (:class:`~shopsimrl.sampling.source.Selector`: the seed order or the
   informative selector);
 - the wave sizer (:class:`FixedWaves`, slime's whole waves; or :class:`AdaptiveRefills`), chosen
   from the wave mode by :func:`new_step`, the one factory;
 - staged siblings (opt-in): which groups run their first ``K``, and what happens when those are back;
-- the feedback to the prompt source, held until the step ends, so a prompt finished early in a
+- the feedback to the selector, held until the step ends, so a prompt finished early in a
   step stays out of the pool until then (a step never starts one prompt twice).
 
 Events (methods) and the actions they return::
@@ -48,7 +48,7 @@ from shopsimrl.sampling.adaptive import AdaptiveWaves
 from shopsimrl.sampling.controller import ControllerStateError, Decision, GroupDecision, State, WaveController
 from shopsimrl.sampling.guard import ConsecutiveFailureGuard, TooManyTechnicalFailures
 from shopsimrl.sampling.modes import DEFAULT_WAVE_MODE, WaveMode
-from shopsimrl.sampling.source import PromptSource
+from shopsimrl.sampling.source import Selector
 from shopsimrl.sampling.staged import Next, StagedSiblings, after_first_stage
 from shopsimrl.sampling.verdict import Verdict
 
@@ -143,7 +143,7 @@ class WaveSizer(Protocol):
     #: Asked after every completion (adaptive refills); otherwise only when the controller needs a wave.
     after_every_completion: bool
 
-    def open(self, controller: WaveController, source: PromptSource,
+    def open(self, controller: WaveController, source: Selector,
              spread_chance: dict[int, float]) -> list[Start]: ...
 
 
@@ -155,7 +155,7 @@ class FixedWaves:
     def __init__(self, n_samples_per_prompt: int) -> None:
         self.siblings = range(n_samples_per_prompt)
 
-    def open(self, controller: WaveController, source: PromptSource,
+    def open(self, controller: WaveController, source: Selector,
              spread_chance: dict[int, float]) -> list[Start]:
         if controller.state is not State.NEEDS_WAVE:  # slime's inner-loop condition (needs_wave)
             return []
@@ -177,7 +177,7 @@ class AdaptiveRefills:
         self.siblings = range(n_samples_per_prompt)
         self._skipped_before: int | None = None  # the source's skipped turns when the step began
 
-    def open(self, controller: WaveController, source: PromptSource,
+    def open(self, controller: WaveController, source: Selector,
              spread_chance: dict[int, float]) -> list[Start]:
         if self._skipped_before is None:
             self._skipped_before = source.skipped_turns
@@ -204,7 +204,7 @@ class RolloutStep:
         rollout_batch_size: int,
         over_sampling_batch_size: int,
         *,
-        source: PromptSource,
+        source: Selector,
         sizer: WaveSizer,
         guard: ConsecutiveFailureGuard | None = None,
         max_consecutive_failed_groups: int | None = None,
@@ -354,7 +354,7 @@ class RolloutStep:
         return AbortRest(tuple(sorted(self.controller.in_flight)))
 
     def close(self) -> StepDone:
-        """The groups in flight were cancelled: the step ends, and the prompt source hears every result.
+        """The groups in flight were cancelled: the step ends, and the selector hears every result.
 
         Aborted prompts go back first, then each decided group in the order it was decided
         (``settle``: recorded, or released when unscored or surplus).  Idempotent.
@@ -374,7 +374,7 @@ class RolloutStep:
 
     # -- internals -------------------------------------------------------------------------------
     def _hold(self, decisions: Iterable[GroupDecision], rewards: dict[int, Sequence[float] | None]) -> None:
-        """Keep each decided group's result for the prompt source, told at ``close()``."""
+        """Keep each decided group's result for the selector, told at ``close()``."""
         if self._tell_source:
             self._feedback.extend((d.index, d.decision, rewards[d.index]) for d in decisions)
 
@@ -419,7 +419,7 @@ def new_step(
     over_sampling_batch_size: int,
     n_samples_per_prompt: int,
     *,
-    source: PromptSource,
+    source: Selector,
     waves: WaveMode | str = DEFAULT_WAVE_MODE,
     cushion: float = DEFAULT_CUSHION,
     staging: StagedSiblings | None = None,
@@ -429,7 +429,7 @@ def new_step(
     group_name: Callable[[Any], object] | None = None,
 ) -> RolloutStep:
     """The one factory: a step from the run's knobs, its wave mode (the one place it picks the sizer: slime's
-    whole waves, or adaptive refills with ``cushion``), staging, prompt source and guard (or a fresh one of
+    whole waves, or adaptive refills with ``cushion``), staging, selector and guard (or a fresh one of
     ``max_consecutive_failed_groups``, default 8; not both)."""
     sizer: WaveSizer
     if WaveMode.parse(waves) is WaveMode.ADAPTIVE:

@@ -49,7 +49,7 @@ class SupplyShort(Interrupted):
 
 
 class SupplyOrder:
-    """The replay's prompt source: hands out supply items in order; there is nothing to learn.
+    """The replay's selector: hands out supply items in order; there is nothing to learn.
 
     ``size``: the supply's length (``None``: no end, the groups of a recorded step, named by their index)."""
 

@@ -10,7 +10,7 @@ consecutive epochs (:func:`persistence`), and searches ``FIT_GRID`` for the
 smallest joint loss (:func:`loss` + :func:`persistence_loss`).  It then scales the
 episode duration so the mean simulated step time equals the release's mean
 ``rollout_time_s`` (with the log-normal shape fixed, step time scales linearly with
-the median).  docs/efficient-sampling.md gives the fit and its limits.
+the median).  docs/simulate.md gives the fit and its limits.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from statistics import fmean
 
 from shopsimrl.errors import Refusal
-from shopsimrl.sampling.modes import Strategy, WaveMode
+from shopsimrl.sampling.modes import Selection, WaveMode
 from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
 
@@ -134,7 +134,7 @@ def loss(sim: RoundFigures, real: RoundFigures) -> float:
 
 
 def seed_runs(params: WorldParams, seeds: Iterable[int], steps: int = 80) -> list[RunResult]:
-    return [simulate_run(selection=Strategy.SEED, waves=WaveMode.FIXED, steps=steps, seed=s, world=params) for s in seeds]
+    return [simulate_run(selection=Selection.SEED, waves=WaveMode.FIXED, steps=steps, seed=s, world=params) for s in seeds]
 
 
 #: The grid searched by :func:`fit`: per-prompt learning from none to +2 logits per informative group.

@@ -19,7 +19,7 @@ over the run folders of ``python -m benchmarks.bench_selection --seeds 100 101 1
    the majority kind's share of the groups trained after step 10 (:func:`fit_dynamics`,
    simulated on the same tuning seeds).
 
-The new ``informative`` rule is never fitted: the world predicts it.  The report seeds (the
+The new ``skip`` rule is never fitted: the world predicts it.  The report seeds (the
 simulator's 0-4, the learner's 0-14) check the ranking (``benchmarks/bench_learner_world.py``,
 ``tests/simulate/test_directions.py``).
 """
@@ -45,11 +45,11 @@ EPOCHS = 6  # the benchmark walks them about six times ...
 STEPS = EPOCHS * PROMPTS // DEFAULT_OVER_SAMPLING_BATCH_SIZE  # ... at 32 starts per step: its 30 steps
 SAMPLES = 16  # episodes per task behind each measured success
 EXPLORATION_STEPS = 10  # the trained kinds are compared after the selector's exploration
-#: The strategies whose figures are fitted (the new rule is predicted, not fitted).
+#: The selections whose figures are fitted (the new rule is predicted, not fitted).
 FITTED = (("seed", "fixed"), ("spread", "fixed"), ("spread", "adaptive"))
-#: The five strategies the simulator must rank as the learner does.
-RANKED = (("seed", "fixed"), ("spread", "fixed"), ("spread", "adaptive"), ("informative", "fixed"),
-          ("informative", "adaptive"))
+#: The five selections the simulator must rank as the learner does.
+RANKED = (("seed", "fixed"), ("spread", "fixed"), ("spread", "adaptive"), ("skip", "fixed"),
+          ("skip", "adaptive"))
 
 #: What the learner measured on seeds 100-104 (``benchmarks/results/selection_learner_kinds.json``; medians over the
 #: seeds; train success with 16 episodes per task).  Kinds: (goal first, goal not first).
@@ -147,7 +147,7 @@ def simulated_figures(world: WorldParams, selection: str, waves: str, seeds: Seq
 
 def dynamics_loss(world: WorldParams, measured: Mapping[str, Any], seeds: Sequence[int]) -> float:
     """Squared errors of each kind's final pass rate, of the final mean over every prompt, and of the majority's
-    share of the groups trained after the exploration, over the fitted strategies."""
+    share of the groups trained after the exploration, over the fitted selections."""
     loss = 0.0
     for selection, waves in FITTED:
         name = f"{selection}/{waves}"
@@ -178,14 +178,14 @@ def fit_dynamics(base: WorldParams, measured: Mapping[str, Any] = LEARNER_MEASUR
 
 
 def ranking(world: WorldParams, seeds: Sequence[int], steps: int = STEPS) -> dict[str, float]:
-    """Each ranked strategy's median final mean pass rate (the simulator's held-out success)."""
+    """Each ranked selection's median final mean pass rate (the simulator's held-out success)."""
     return {f"{sel}/{waves}": simulated_figures(world, sel, waves, seeds, steps)["final_mean_pass_rate"]
             for sel, waves in RANKED}
 
 
 def rank_agrees(simulated: Mapping[str, float], learner_by_seed: Mapping[str, Sequence[float]],
                 tie: float = 0.01) -> dict[str, Any]:
-    """Whether the simulator orders every pair of strategies the learner separates as the learner does.
+    """Whether the simulator orders every pair of selections the learner separates as the learner does.
 
     The learner's order of a pair is the sign of the median of its per-seed differences (paired by seed, as the
     benchmark pairs them).  The learner *separates* a pair when that median exceeds ``tie`` and every per-seed
@@ -207,7 +207,7 @@ def rank_agrees(simulated: Mapping[str, float], learner_by_seed: Mapping[str, Se
 
 
 #: The learner's held-out success after 30 steps per run on the report seeds 0-14, one run each (the evaluation at
-#: step 30 in ``benchmarks/results/selection.json``, products_2000: the informative rule skipping runs of solved groups
+#: step 30 in ``benchmarks/results/selection.json``, products_2000: the skip rule skipping runs of solved groups
 #: three turns in four after one, with its importance weight, adaptive waves counting its skips; val+test, 16 episodes
 #: per task; in seed order): the order the simulator must reproduce after its 30 steps, each run paired with
 #: seed/fixed's of the same seed.  Equal steps, not the judge's equal episodes: the world is fitted to 30-step runs,
@@ -216,6 +216,6 @@ LEARNER_FINAL_BY_SEED: dict[str, tuple[float, ...]] = {
     "seed/fixed": (0.88125, 0.882812, 0.875, 0.8875, 0.878125, 0.879687, 0.873437, 0.876563, 0.88125, 0.878125, 0.8875, 0.860938, 0.870313, 0.879687, 0.871875),
     "spread/fixed": (0.742188, 0.78125, 0.75625, 0.76875, 0.767188, 0.71875, 0.75, 0.75, 0.804688, 0.745313, 0.707812, 0.782813, 0.7375, 0.757812, 0.776563),
     "spread/adaptive": (0.7125, 0.760938, 0.679688, 0.753125, 0.7125, 0.753125, 0.767188, 0.76875, 0.773438, 0.778125, 0.740625, 0.698438, 0.732812, 0.789062, 0.698438),
-    "informative/fixed": (0.8875, 0.8875, 0.882812, 0.876563, 0.884375, 0.878125, 0.870313, 0.892188, 0.876563, 0.878125, 0.86875, 0.86875, 0.89375, 0.834375, 0.871875),
-    "informative/adaptive": (0.876563, 0.829688, 0.815625, 0.89375, 0.8875, 0.88125, 0.8375, 0.871875, 0.878125, 0.884375, 0.88125, 0.86875, 0.8875, 0.878125, 0.884375),
+    "skip/fixed": (0.8875, 0.8875, 0.882812, 0.876563, 0.884375, 0.878125, 0.870313, 0.892188, 0.876563, 0.878125, 0.86875, 0.86875, 0.89375, 0.834375, 0.871875),
+    "skip/adaptive": (0.876563, 0.829688, 0.815625, 0.89375, 0.8875, 0.88125, 0.8375, 0.871875, 0.878125, 0.884375, 0.88125, 0.86875, 0.8875, 0.878125, 0.884375),
 }

@@ -1,4 +1,4 @@
-"""One simulated training run: the real ``RolloutStep`` (controller, prompt source, wave sizer) over the simulated world.
+"""One simulated training run: the real ``RolloutStep`` (controller, selector, wave sizer) over the simulated world.
 
 Per step: groups are submitted (whole waves, or adaptive refills), finish after
 their simulated duration, are filtered by the controller exactly as in the main
@@ -30,10 +30,10 @@ from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, Verdict
 from shopsimrl.sampling.adaptive import horizon_for_waves
 from shopsimrl.sampling.filter import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.sampling.knobs import SamplingKnobs
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, DEFAULT_WAVE_MODE, WaveMode
-from shopsimrl.sampling.picker import Picker
+from shopsimrl.sampling.modes import DEFAULT_SELECTION, DEFAULT_WAVE_MODE, WaveMode
 from shopsimrl.sampling.pump import Hooks, pump
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.selector import RuleSelector
+from shopsimrl.sampling.source import new_selector
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.sampling.step import RolloutStep, Start, StepDone, WaveOpened, new_step
 from shopsimrl.sampling.verdict import reward_spread_verdict, rewards_verdict
@@ -145,7 +145,7 @@ class RunResult:
 
 def simulate_run(
     *,
-    selection: str = DEFAULT_STRATEGY,
+    selection: str = DEFAULT_SELECTION,
     waves: WaveMode | str = DEFAULT_WAVE_MODE,
     steps: int = 80,
     seed: int = 0,
@@ -161,7 +161,7 @@ def simulate_run(
     loop: TrainingLoop | str = DEFAULT_TRAINING_LOOP,
     timing: TrainTiming | None = None,
 ) -> RunResult:
-    """Simulate ``steps`` rollout steps (and their training updates) with one strategy.
+    """Simulate ``steps`` rollout steps (and their training updates) with one selection.
 
     ``selection``: ``seed``, ``informative``, ``oracle`` (reads the true pass rates: an upper bound), or
     ``seen-oracle`` (informative, but reads the true pass rates of the prompts it has observed: what better
@@ -186,11 +186,11 @@ def simulate_run(
         explore_horizon_epochs = horizon_for_waves(mode)
     clusters = w.cluster_labels() if labels else None
     if selection == Oracle.TRUE:
-        selector: Picker = OracleSelector(w, n, seed, clusters=clusters)
+        selector: RuleSelector = OracleSelector(w, n, seed, clusters=clusters)
     elif selection == Oracle.SEEN:
         selector = SeenOracleSelector(w, n, seed, explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     else:
-        selector = prompt_source(selection, w.prompt_ids, n, seed, waves=mode,
+        selector = new_selector(selection, w.prompt_ids, n, seed, waves=mode,
                                  explore_horizon_epochs=explore_horizon_epochs, clusters=clusters)
     guard = ConsecutiveFailureGuard(knobs.max_consecutive_failed_groups)
     initial = w.mean_pass_rate()
@@ -237,7 +237,7 @@ def _share_after(per_step: list[list[int]], step: int) -> float:
 def simulate_step(
     step: int,
     world: World,
-    source: Picker,
+    source: RuleSelector,
     guard: ConsecutiveFailureGuard,
     knobs: SamplingKnobs,
     groups: list[tuple[int, str, bool]],
@@ -267,7 +267,7 @@ class _Simulated(Hooks):
     at one instant come back together.  It keeps the rewards the filter judged (``K`` for a group stopped early)
     and the source's importance weight of each group's hand-out."""
 
-    def __init__(self, step: RolloutStep, flight: GroupsInFlight, source: Picker, log: StepEvents) -> None:
+    def __init__(self, step: RolloutStep, flight: GroupsInFlight, source: RuleSelector, log: StepEvents) -> None:
         self.step, self.flight, self.source, self.log = step, flight, source, log
         self.judged: dict[int, list[float] | None] = {}  # rewards the filter saw (K for a group stopped early)
         self.weights: dict[int, float] = {}  # the source's importance weight of each group's hand-out
@@ -315,7 +315,7 @@ def _learn(step: int, prompts: dict[int, Any], done: StepDone, judged: dict[int,
            weights: dict[int, float]) -> list[list[float]]:
     """The step's end: the judged, scored groups join ``groups`` (the persistence statistics) and the kept
     informative groups go to ``train`` (the world's policy), each as many times as its importance weight (the
-    learner multiplies its advantages by it; the informative rule's weights are whole numbers: 4 and 5).  Returns
+    learner multiplies its advantages by it; the skip rule's weights are whole numbers: 4 and 5).  Returns
     the scored groups' rewards, in index order."""
     scored = {i: r for i in sorted(judged) if (r := judged[i]) is not None}
     groups.extend((step, str(prompts[i]), reward_spread_verdict(r) is Verdict.ZERO_STD) for i, r in scored.items())

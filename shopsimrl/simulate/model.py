@@ -46,7 +46,7 @@ unscorable instead.  An episode lasts a log-normal time; a group finishes when i
 slowest sibling does (siblings run concurrently, and so do all groups in flight).
 
 The defaults are the calibration to the public 80-step release run (see
-``calibrate.py`` and docs/efficient-sampling.md for the fit).
+``calibrate.py`` and docs/simulate.md for the fit).
 """
 
 from __future__ import annotations

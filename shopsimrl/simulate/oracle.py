@@ -1,6 +1,6 @@
 """An oracle selector for the simulator only: it reads the world's true pass rates.
 
-It is not a strategy anyone can run; it bounds what any prompt selector could do in
+It is not a selection anyone can run; it bounds what any prompt selector could do in
 a given simulated world (it always starts the prompts least likely to give a
 zero-spread group), so a target the oracle misses is out of reach of every selector
 in that world.
@@ -14,12 +14,12 @@ from typing import Any
 from shopsimrl.sampling.estimate import zero_spread_probability
 from shopsimrl.sampling.modes import Choice
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.spread import SpreadPicker
+from shopsimrl.sampling.spread import SpreadSelector
 from shopsimrl.simulate.model import World
 
 
 class Oracle(Choice):
-    """The simulator's own selections beside :class:`~shopsimrl.sampling.modes.Strategy`: upper bounds, never run
+    """The simulator's own selections beside :class:`~shopsimrl.sampling.modes.Selection`: upper bounds, never run
     for real."""
 
     TRUE = "oracle"  # picks and predicts from every prompt's true pass rate
@@ -31,7 +31,7 @@ class OracleSelector(SeedOrder):
 
     def __init__(self, world: World, n_samples_per_prompt: int, seed: int, *, clusters: Any = None) -> None:
         super().__init__(world.prompt_ids, n_samples_per_prompt, seed=seed, clusters=clusters)
-        self.strategy = Oracle.TRUE.value  # type: ignore[misc]
+        self.selection = Oracle.TRUE.value  # type: ignore[misc]
         self.world = world
 
     def _true_z(self, i: int) -> float:
@@ -49,7 +49,7 @@ class OracleSelector(SeedOrder):
         self.evidence.land(self.evidence.flying(prompt_id, "release"))
 
 
-class SeenOracleSelector(SpreadPicker):
+class SeenOracleSelector(SpreadSelector):
     """``spread`` selection that knows the true pass rate of every prompt it has observed, and nothing of the rest.
 
     It explores never-seen prompts by the same rules as ``spread`` and then always

@@ -1,4 +1,4 @@
-"""Strategies side by side on the same simulated world, and the pictures that show the difference."""
+"""Selections side by side on the same simulated world, and the pictures that show the difference."""
 
 from __future__ import annotations
 
@@ -16,26 +16,26 @@ from shopsimrl.simulate.engine import RunResult, simulate_run
 from shopsimrl.simulate.model import WorldParams
 
 #: (selection, waves) pairs compared by default: the faithful run first.
-STRATEGIES: tuple[tuple[str, ...], ...] = (
+CONFIGURATIONS: tuple[tuple[str, ...], ...] = (
     ("seed", "fixed"),
-    ("informative", "fixed"),
+    ("skip", "fixed"),
     ("seed", "adaptive"),
-    ("informative", "adaptive"),
+    ("skip", "adaptive"),
     ("seen-oracle", "adaptive"),
     ("oracle", "fixed"),
     ("oracle", "adaptive"),
 )
-#: In a world with directions (prompts that disagree about what to learn): the five strategies the main job's
+#: In a world with directions (prompts that disagree about what to learn): the five selections the main job's
 #: learner ranks (docs/learning.md).
-DIRECTION_STRATEGIES: tuple[tuple[str, ...], ...] = (
+DIRECTION_CONFIGURATIONS: tuple[tuple[str, ...], ...] = (
     ("seed", "fixed"),
     ("spread", "fixed"),
     ("spread", "adaptive"),
-    ("informative", "fixed"),
-    ("informative", "adaptive"),
+    ("skip", "fixed"),
+    ("skip", "adaptive"),
 )
 #: In a clustered world, also the selector that is not told the clusters (as before labels were known).
-UNLABELLED = ("informative", "adaptive", "no labels")
+UNLABELLED = ("skip", "adaptive", "no labels")
 #: Figures of clustered worlds (medians over seeds, and the fewest clusters generated in any seed).
 CLUSTER_KEYS = ("cluster_final_pass_min", "cluster_final_pass_median")
 SUMMARY_KEYS = (
@@ -56,29 +56,29 @@ def compare(
     steps: int = 80,
     seeds: Sequence[int] = (0, 1, 2),
     world: WorldParams | None = None,
-    strategies: Sequence[tuple[str, ...]] | None = None,
+    selections: Sequence[tuple[str, ...]] | None = None,
     timeline_step: int | None = None,
     staging: StagedSiblings | None = None,
     capacity: float | None = None,
     loop: TrainingLoop | str = DEFAULT_TRAINING_LOOP,
     timing: TrainTiming | None = None,
 ) -> dict[str, Any]:
-    """Run every strategy on every seed (same worlds); medians over seeds per strategy.
+    """Run every selection on every seed (same worlds); medians over seeds per selection.
 
-    A strategy is ``(selection, waves)``, or ``(selection, waves, "no labels")`` for a selector not told a clustered
-    world's clusters; by default ``STRATEGIES``, and ``UNLABELLED`` too in a clustered world.  The ``oracle`` rows
-    read the world's true pass rates: the bound for any selector in that world.  ``staging``: each strategy also
-    runs with staged siblings, as ``<strategy>+staged``; ``capacity`` (episodes at full speed,
+    A selection is ``(selection, waves)``, or ``(selection, waves, "no labels")`` for a selector not told a clustered
+    world's clusters; by default ``CONFIGURATIONS``, and ``UNLABELLED`` too in a clustered world.  The ``oracle`` rows
+    read the world's true pass rates: the bound for any selector in that world.  ``staging``: each selection also
+    runs with staged siblings, as ``<selection>+staged``; ``capacity`` (episodes at full speed,
     :mod:`~shopsimrl.simulate.capacity`) times every row under the capacity model.  ``loop`` runs every row in
     slime's ``train.py`` (``sync``) or ``train_async.py`` (``async``, :mod:`~shopsimrl.rollout.loops`); with
     ``timing`` (training and weight-sync seconds per step) the summary adds the loop's wall time (``LOOP_KEYS``).
     """
     world = world or WorldParams()
-    if strategies is None:
-        strategies = (*STRATEGIES, UNLABELLED) if world.clusters else DIRECTION_STRATEGIES if world.directions \
-            else STRATEGIES
+    if selections is None:
+        selections = (*CONFIGURATIONS, UNLABELLED) if world.clusters else DIRECTION_CONFIGURATIONS if world.directions \
+            else CONFIGURATIONS
     runs: dict[str, list[RunResult]] = {}
-    for selection, waves, *blind in strategies:
+    for selection, waves, *blind in selections:
         for staged in (None, staging) if staging is not None else (None,):
             label = f"{selection}/{waves}" + (f", {blind[0]}" if blind else "") + ("+staged" if staged else "")
             keep = (timeline_step,) if timeline_step else ()
@@ -100,7 +100,7 @@ def compare(
 
 
 def draw_cluster_pass_rates(path: str | Path, runs: dict[str, list[RunResult]]) -> Path:
-    """Each cluster's final mean pass rate (first seed), sorted, one line per strategy: the clusters left behind."""
+    """Each cluster's final mean pass rate (first seed), sorted, one line per selection: the clusters left behind."""
 
     def draw(fig: Any) -> None:
         ax = fig.add_subplot()
@@ -116,7 +116,7 @@ def draw_cluster_pass_rates(path: str | Path, runs: dict[str, list[RunResult]]) 
 
 
 def draw_step_bars(path: str | Path, runs: dict[str, list[RunResult]]) -> Path:
-    """Per step, stacked bars of informative kept / fallback / zero-std dropped / aborted, one panel per strategy."""
+    """Per step, stacked bars of informative kept / fallback / zero-std dropped / aborted, one panel per selection."""
     labels = list(runs)
     parts = (("accepted", "informative kept"), ("fallback", "fallback (zero-std kept)"),
              ("zero_std_dropped", "zero-std dropped"), ("aborted", "aborted"))

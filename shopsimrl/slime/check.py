@@ -41,7 +41,7 @@ from shopsimrl.argtypes import existing_folder, folder, int_range, number, out_f
 from shopsimrl.defaults import DEFAULT_CHECK_JOBS
 from shopsimrl.errors import Interrupted
 from shopsimrl.io import atomic_write_json
-from shopsimrl.sampling.modes import Strategy, WaveMode
+from shopsimrl.sampling.modes import Selection, WaveMode
 from shopsimrl.slime.harness.checks import CHECKS
 from shopsimrl.slime.harness.children import (
     DEFAULT_IMPORT_TIMEOUT_SECONDS,
@@ -261,7 +261,7 @@ def _loops(settings: LoopSettings, loop: str) -> tuple[LoopSettings, ...]:
 def _launch(src: Path, root: Path, children: Children) -> Outcome:
     paths = prepare(root / "launch", LoopSettings(steps=2, tasks=200))
     refused = LoopSettings(steps=2, tasks=200, extra=("--partial-rollout",))
-    env = launcher_env(Strategy.INFORMATIVE.value, WaveMode.FIXED.value, paths, root / "launch" / "partial", refused)
+    env = launcher_env(Selection.SKIP.value, WaveMode.FIXED.value, paths, root / "launch" / "partial", refused)
     leg = run_leg(src, root / "launch" / "partial", env, harness_args(paths, refused), children=children)
     if leg.get("status") == 1 and "--partial-rollout is not supported" in (leg.get("error") or "") and not leg.get("episodes"):
         return Outcome.of([])

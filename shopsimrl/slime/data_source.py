@@ -1,4 +1,4 @@
-"""A data source for slime's ``--data-source-path`` backed by a prompt source (``sampling/source.py``).
+"""A data source for slime's ``--data-source-path`` backed by a selector (``sampling/source.py``).
 
 slime builds it as ``cls(args)`` (``slime/ray/rollout.py``) and calls, as for its
 own ``RolloutDataSourceWithBuffer`` (``slime/rollout/data_source.py``):
@@ -18,7 +18,7 @@ The log hook then tells us the step's trained prompts (:meth:`trained_metrics`):
 figures (``sampling/concentration.py``).
 
 Settings come from slime's ``args`` (``--custom-config-path`` keys):
-``shopsim_selection`` (a :class:`~shopsimrl.sampling.modes.Strategy`; the one default,
+``shopsim_selection`` (a :class:`~shopsimrl.sampling.modes.Selection`; the one default,
 ``seed``, is the shuffled-epoch order; an unknown name is refused, naming the choices),
 ``rollout_seed``, ``shopsim_cluster_key`` (a key of the prompts'
 metadata whose value is the prompt's cluster label, e.g. ``category``, which ``shopsimrl
@@ -45,9 +45,9 @@ from typing import Any
 from shopsimrl.defaults import ROLLOUT_FUNCTION_PATH
 from shopsimrl.io import atomic_write_json
 from shopsimrl.sampling.concentration import concentration_line
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, Strategy, WaveMode
-from shopsimrl.sampling.selector import selector_step_metrics
-from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+from shopsimrl.sampling.modes import DEFAULT_SELECTION, Selection, WaveMode
+from shopsimrl.sampling.selection_metrics import selector_step_metrics
+from shopsimrl.sampling.source import new_selector, selector_from_state
 from shopsimrl.slime.data import descriptions_of, read_prompts
 from shopsimrl.slime.prompt_groups import DataSourceGroups
 from shopsimrl.slime.samples import WEIGHT_KEY, reward_key, scored_rewards
@@ -118,7 +118,7 @@ def _clusters(metadata: dict[str, dict[str, Any]], cluster_key: str | None) -> d
 
 
 class SelectorDataSource:
-    """slime's data-source interface over a prompt source (see the module docstring)."""
+    """slime's data-source interface over a selector (see the module docstring)."""
 
     def __init__(self, args: Any, *, sample_cls: type | None = None) -> None:
         if getattr(args, "partial_rollout", False):
@@ -136,17 +136,17 @@ class SelectorDataSource:
         )
         settings = slime_settings(args)
         try:
-            strategy = Strategy.parse(settings.selection or DEFAULT_STRATEGY)
+            selection = Selection.parse(settings.selection or DEFAULT_SELECTION)
         except ValueError as exc:
             raise ValueError(f"shopsim_selection: {exc}") from None
         adaptive = getattr(args, "rollout_function_path", None) == ROLLOUT_FUNCTION_PATH  # our adaptive waves
         waves = WaveMode.ADAPTIVE if adaptive else WaveMode.FIXED
-        descriptions = descriptions_of(self._metadata) if strategy is Strategy.FORECAST else None
+        descriptions = descriptions_of(self._metadata) if selection is Selection.FORECAST else None
         if descriptions is not None and not any(descriptions.values()):
             log.warning("no prompt of %s has an instruction or a label (write it with `shopsimrl data export`): the "
                         "forecast predicts from each prompt's history alone", args.prompt_data)
-        self.selector = prompt_source(
-            strategy, task_ids, self.n, settings.rollout_seed, waves=waves,
+        self.selector = new_selector(
+            selection, task_ids, self.n, settings.rollout_seed, waves=waves,
             clusters=_clusters(self._metadata, settings.cluster_key), descriptions=descriptions,
         )
         self._descriptions = descriptions
@@ -170,7 +170,7 @@ class SelectorDataSource:
         for task_id in self.selector.next_prompts(wanted):
             metadata = dict(self._metadata[str(task_id)])
             weight = self.selector.weight(task_id)
-            if weight != 1.0:  # the informative rule's importance weight (the seed order's samples are unchanged)
+            if weight != 1.0:  # the skip rule's importance weight (the seed order's samples are unchanged)
                 metadata[WEIGHT_KEY] = weight
             prototype = cls(prompt=task_id, metadata=metadata)
             group = []
@@ -222,7 +222,7 @@ class SelectorDataSource:
             log.info("no ShopSim selector state at %s: starting fresh", path)
             return
         state = json.loads(path.read_text(encoding="utf-8"))
-        self.selector = prompt_source_from_state(state["selector"])
+        self.selector = selector_from_state(state["selector"])
         if hasattr(self.selector, "describe"):  # the forecast's saved state must match this prompt file's texts and labels
             self.selector.describe(self._descriptions)
         self.selector.release_in_flight()  # a resumed run cannot finish what was in flight
@@ -267,7 +267,7 @@ class SelectorDataSource:
         if self.concentrated is None:
             self.concentrated = concentration_line(metrics, rollout_id + 1)
             if self.concentrated:
-                log.warning("ShopSim prompt selection (%s): %s", self.selector.strategy, self.concentrated)
+                log.warning("ShopSim prompt selection (%s): %s", self.selector.selection, self.concentrated)
         return metrics
 
 

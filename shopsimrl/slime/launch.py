@@ -24,7 +24,7 @@ from typing import Any
 from shopsimrl.agent.constrained import DEFAULT_ACTION_FORMAT
 from shopsimrl.defaults import DATA_SOURCE_PATH, HOOKS, ROLLOUT_FUNCTION_PATH, SLIME_ORDER_DATA_SOURCE_PATH
 from shopsimrl.io import atomic_write_json
-from shopsimrl.sampling.modes import Strategy, WaveMode, is_faithful
+from shopsimrl.sampling.modes import Selection, WaveMode, is_faithful
 from shopsimrl.slime.data import CATEGORY_KEY, read_prompts
 from shopsimrl.slime.launch_knobs import LaunchError, TrainKnobs, _parse, main, shell_defaults
 
@@ -86,7 +86,7 @@ class TrainConfig(TrainKnobs):
         if refused:
             raise LaunchError("; ".join(refused))
         knobs = self.check()
-        if self.selection == Strategy.FORECAST.value and Path(self.prompt_data).is_file():
+        if self.selection == Selection.FORECAST.value and Path(self.prompt_data).is_file():
             read_prompts(self.prompt_data)  # a malformed line is refused here, in one line, before slime starts
         args = [
             "--hf-checkpoint", self.hf_checkpoint,
@@ -113,7 +113,7 @@ class TrainConfig(TrainKnobs):
         ]
         for flag, path in HOOKS.items():
             args += [flag, path]
-        if self._selector_data_source:  # docs/efficient-sampling.md
+        if self._selector_data_source:  # docs/selection.md
             args += ["--data-source-path", DATA_SOURCE_PATH]
         elif self.async_loop:  # slime's own order, its state saved as of each rollout's end (docs/slime.md)
             args += ["--data-source-path", SLIME_ORDER_DATA_SOURCE_PATH]

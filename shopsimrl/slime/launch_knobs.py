@@ -39,12 +39,12 @@ from shopsimrl.errors import Refusal
 from shopsimrl.sampling import KnobError, SamplingKnobs
 from shopsimrl.sampling.knobs import validate_failure_limit, validate_update_knobs, validate_wave_knobs
 from shopsimrl.sampling.modes import (
-    DEFAULT_STRATEGY,
+    DEFAULT_SELECTION,
     DEFAULT_WAVE_MODE,
-    STRATEGIES,
+    SELECTIONS,
     WAVE_MODES,
     Choice,
-    Strategy,
+    Selection,
     WaveMode,
 )
 
@@ -116,7 +116,7 @@ class TrainKnobs:
     max_consecutive_failed_groups: int = _knob(
         "SHOPSIM_MAX_CONSECUTIVE_FAILED_GROUPS", DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS, "technical groups in a row that stop the run"
     )
-    selection: Strategy = _knob("SELECTION", DEFAULT_STRATEGY, "seed: slime's own data order; informative: the seed "
+    selection: Selection = _knob("SELECTION", DEFAULT_SELECTION, "seed: slime's own data order; skip (formerly informative): the seed "
                                 "order skipping prompts on a run of zero-spread groups; spread: the former rule, "
                                 "measured to train a worse policy (both through our data source)")
     waves: str = _knob("WAVES", DEFAULT_WAVE_MODE.value, "fixed: slime's whole waves; adaptive: predicted-size refills (our rollout function)")
@@ -227,8 +227,8 @@ class TrainKnobs:
             problems.append(f"ENV_SLOTS (episodes at once per env server) must be >= 1, got {self.env_slots}")
         if self.launcher not in ("ray", "python"):
             problems.append(f"SLIME_LAUNCHER must be 'ray' or 'python', got {self.launcher!r}")
-        if self.selection not in STRATEGIES:
-            problems.append(f"SELECTION must be one of {', '.join(STRATEGIES)}, got {self.selection!r}")
+        if self.selection not in (*SELECTIONS, "informative"):
+            problems.append(f"SELECTION must be one of {', '.join(SELECTIONS)}, got {self.selection!r}")
         if self.action_format not in ACTION_FORMATS:
             problems.append(f"ACTION_FORMAT must be one of {', '.join(ACTION_FORMATS)}, got {self.action_format!r}")
         if self.waves not in WAVE_MODES:

@@ -28,7 +28,7 @@ from typing import Any
 
 from shopsimrl.defaults import HOOKS
 from shopsimrl.sampling import DROP_REASONS, Verdict, dynamic_filter_drop_key, rollout_step_metrics
-from shopsimrl.sampling.selector import SELECTOR_PREFIX
+from shopsimrl.sampling.selection_metrics import SELECTOR_PREFIX
 from shopsimrl.sampling.verdict import iter_samples, reward_spread_verdict, unique_rollout_rewards
 from shopsimrl.slime.samples import group_outcome, group_outcomes, reward_key
 from shopsimrl.slime.state import hook_state

@@ -1,4 +1,4 @@
-"""slime's data source as a rollout step's prompt source: each prompt the step starts is a group of slime samples.
+"""slime's data source as a rollout step's selector: each prompt the step starts is a group of slime samples.
 
 The adaptive rollout function (:mod:`shopsimrl.slime.rollout_fn`) hands this to
 :class:`~shopsimrl.sampling.step.RolloutStep`, so the step picks from the
@@ -14,7 +14,7 @@ from shopsimrl.slime.samples import sample_weight, task_of
 
 
 class DataSourceGroups:
-    """slime's data source as the step's prompt source: each pick is a group of slime samples, with the
+    """slime's data source as the step's selector: each pick is a group of slime samples, with the
     selector's predicted chance of spread for its prompt (0 for a partial group buffered before a resume).
 
     The step's ``close()`` settles the data source through :meth:`settle` and :meth:`release`: every group it

@@ -25,8 +25,8 @@ from shopsimrl.slime.settings import slime_settings
 # reward_detail keys the env reports once an episode ends (docs/dynamic-sampling.md §7: r_strict, r_success).
 STRICT_KEY = "r_strict"
 SUCCESS_KEY = "r_success"
-#: The sample metadata key holding the prompt source's importance weight of the group's hand-out (absent: 1), which
-#: the reward post-process multiplies into the group's advantages (``sampling/informative.py``, "The weight").
+#: The sample metadata key holding the selector's importance weight of the group's hand-out (absent: 1), which
+#: the reward post-process multiplies into the group's advantages (``sampling/skip.py``, "The weight").
 WEIGHT_KEY = "shopsim_weight"
 
 
@@ -37,7 +37,7 @@ def reward_key(args: Any) -> str:
 
 def scored_rewards(group: Sequence[Any], key: str) -> list[float] | None:
     """A completed group's rewards, one per unique rollout (``None``: a sample is unscored, a technical group):
-    what the step and the prompt source hear of it."""
+    what the step and the selector hear of it."""
     samples = list(iter_samples(group))
     if not samples:
         raise ValueError(f"{group_label(group)} is empty: a group needs at least one sample")

@@ -42,7 +42,7 @@ class SlimeSettings:
     turns: int | None  # shopsim_max_turns (read through :attr:`max_turns`)
     old_turns: int | None  # shopsim_max_steps, the turn cap's old key
     action_format: str | None  # the generate hook checks it (agent.constrained); None: its default
-    selection: str | None  # the data source's Strategy name; None: the default strategy
+    selection: str | None  # the data source's Selection name; None: the default selection
     cluster_key: str | None  # the prompts' metadata key holding their cluster label
     wave_cushion: float | None  # adaptive waves; 0 is a valid cushion, None: the rule's default
     siblings: str | None  # "staged" or "all"; None: all

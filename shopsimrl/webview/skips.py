@@ -1,6 +1,6 @@
-"""Where the selection skipped a prompt: read from each step's ``state.json`` (the prompt source's checkpoint).
+"""Where the selection skipped a prompt: read from each step's ``state.json`` (the selector's checkpoint).
 
-Only the ``informative`` rule skips prompts one by one and keeps which (shopsimrl/sampling/informative.py):
+Only the ``skip`` rule skips prompts one by one and keeps which (shopsimrl/sampling/skip.py):
 its state lists the prompts skipped in the current epoch pass (``rule.skipped``, by index into the
 evidence's ``prompt_ids``) and each prompt's run of solved groups (``evidence.solved_streak``, what its
 chance of a skip grows with).  A prompt that enters a pass's skipped list during step ``k`` was skipped at its
@@ -18,7 +18,8 @@ from shopsimrl.io import BadFileError
 from shopsimrl.rollout.journal import STATE
 from shopsimrl.webview.folder import Folder
 
-SKIPPING_RULE = "informative"
+SKIPPING_RULE = "skip"
+FORMER_NAME = "informative"  # the skip rule's name in run folders written before 2026-12-07
 
 
 @dataclass
@@ -33,15 +34,20 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _rule(name: object) -> object:
+    """A rule's name as today's code spells it."""
+    return SKIPPING_RULE if name == FORMER_NAME else name
+
+
 def skips(folder: Folder, run: Path, task_id: str) -> tuple[str | None, list[PromptTurn], list[str]]:
     """The run's selection rule (None: no state.json read), the prompt's state after each step, and notes."""
-    strategy: str | None = None
+    selection: str | None = None
     turns: list[PromptTurn] = []
     notes: list[str] = []
     before: tuple[int | None, bool] = (None, False)  # (epoch, in the pass's skipped list) after the previous step
     index: int | None = None
     options = folder.json(run / "run.json", "run.json") if folder.exists(run / "run.json") else None
-    if isinstance(options, dict) and options.get("selection") not in (None, SKIPPING_RULE):
+    if isinstance(options, dict) and _rule(options.get("selection")) not in (None, SKIPPING_RULE):
         return str(options.get("selection")), turns, notes  # a rule that keeps no per-prompt skips
     for step in folder.steps(run):
         path = folder.step(run, step) / STATE
@@ -52,8 +58,8 @@ def skips(folder: Folder, run: Path, task_id: str) -> tuple[str | None, list[Pro
         except BadFileError as exc:
             notes.append(f"step {step}: {exc}")
             continue
-        strategy = source.get("strategy") if isinstance(source.get("strategy"), str) else strategy
-        if source.get("strategy") != SKIPPING_RULE:
+        selection = _rule(source.get("strategy")) if isinstance(source.get("strategy"), str) else selection
+        if _rule(source.get("strategy")) != SKIPPING_RULE:
             continue
         evidence, rule = _dict(source.get("evidence")), _dict(source.get("rule"))
         ids = evidence.get("prompt_ids")
@@ -69,4 +75,4 @@ def skips(folder: Folder, run: Path, task_id: str) -> tuple[str | None, list[Pro
         newly = skipped_now and not (before == (epoch, True))
         turns.append(PromptTurn(step, epoch, newly, streak))
         before = (epoch, skipped_now)
-    return strategy, turns, notes
+    return selection, turns, notes

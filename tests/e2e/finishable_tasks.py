@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.picker import epoch_order
+from shopsimrl.sampling.selector import epoch_order
 
 SEED_SEARCH_LIMIT = 1_000_000  # far above need: with 19 of 160 train tasks finishable, a wave of 4 takes ~7,000 seeds
 

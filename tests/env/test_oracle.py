@@ -47,7 +47,7 @@ def test_oracle_succeeds_on_200_sampled_tasks(default_env: ShopSimEnv) -> None:
 
 
 def test_a_sloppy_agent_fails_sometimes(default_env: ShopSimEnv) -> None:
-    """Buying the first hit with the first option values must not be a winning strategy."""
+    """Buying the first hit with the first option values must not be a winning selection."""
     rewards = []
     for task_id in default_env.list_tasks("val")[:60]:
         start = default_env.reset(task_id)

@@ -31,7 +31,7 @@ def batch(root, k):
 
 
 def test_a_selector_with_adaptive_waves_resumes_to_the_uninterrupted_run(tmp_path, cli_cache):
-    modes = ["--selection", "informative", "--waves", "adaptive"]
+    modes = ["--selection", "skip", "--waves", "adaptive"]
     assert rollout(tmp_path, "whole", *modes, "--steps", "3") == 0
     for steps in ("1", "2", "3"):
         assert rollout(tmp_path, "part", *modes, "--steps", steps, *(["--resume"] if steps != "1" else [])) == 0

@@ -1,4 +1,4 @@
-"""Determinism on the modelled clock: two runs of one seed give identical outputs, for every strategy, wave mode,
+"""Determinism on the modelled clock: two runs of one seed give identical outputs, for every selection, wave mode,
 siblings mode and loop (each value of each option appears in one of the configurations); and a run resumed on
 another clock is refused in one line."""
 
@@ -9,14 +9,14 @@ from learn.test_main_job import batch, rollout
 
 from shopsimrl.io import read_jsonl
 
-#: Every strategy, wave mode, siblings mode and loop appears at least once.
+#: Every selection, wave mode, siblings mode and loop appears at least once.
 CONFIGURATIONS = {
     "seed-fixed-all-sync": ["--selection", "seed", "--waves", "fixed"],
-    "informative-adaptive-staged-async": ["--selection", "informative", "--waves", "adaptive", "--siblings", "staged",
+    "skip-adaptive-staged-async": ["--selection", "skip", "--waves", "adaptive", "--siblings", "staged",
                                           "--loop", "async"],
     "spread-adaptive-all-async-tis": ["--selection", "spread", "--waves", "adaptive", "--loop", "async",
                                       "--tis-cap", "2"],
-    "informative-fixed-staged-sync": ["--selection", "informative", "--waves", "fixed", "--siblings", "staged"],
+    "skip-fixed-staged-sync": ["--selection", "skip", "--waves", "fixed", "--siblings", "staged"],
     "seed-fixed-all-async": ["--selection", "seed", "--waves", "fixed", "--loop", "async"],
 }
 COMMON = ["--learner", "grpo", "--clock", "modelled", "--steps", "3", "--eval-every", "2", "--eval-samples", "2"]

@@ -40,17 +40,17 @@ def test_an_eval_sits_at_the_episodes_generated_by_the_steps_it_was_trained_on(t
 
 def test_compare_prints_the_table_and_draws_one_chart(tmp_path, capsys):
     fake_run(tmp_path / "seed-0", [0.4, 0.6, 0.7])
-    fake_run(tmp_path / "inf-0", [0.4, 0.5, 0.8], per_step=200, selection="informative")
+    fake_run(tmp_path / "inf-0", [0.4, 0.5, 0.8], per_step=200, selection="skip")
     chart = tmp_path / "c.png"
     assert main(["compare", str(tmp_path / "seed-0"), str(tmp_path / "inf-0"), "--chart", str(chart)]) == 0
     out = capsys.readouterr().out
-    assert "seed-0" in out and "inf-0" in out and "0.800" in out and "grpo/informative/fixed" in out
+    assert "seed-0" in out and "inf-0" in out and "0.800" in out and "grpo/skip/fixed" in out
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_compare_draws_success_against_modelled_wall_time_and_refuses_a_run_on_the_machine_clock(tmp_path, capsys):
     fake_run(tmp_path / "seed-0", [0.4, 0.6, 0.7], step_s=360.0)
-    fake_run(tmp_path / "inf-0", [0.4, 0.5, 0.8], per_step=200, selection="informative", step_s=720.0)
+    fake_run(tmp_path / "inf-0", [0.4, 0.5, 0.8], per_step=200, selection="skip", step_s=720.0)
     assert [p.wall_s for p in read_run(tmp_path / "inf-0").points] == [0.0, 1440.0, 2880.0]
     chart = tmp_path / "c.png"
     assert main(["compare", str(tmp_path / "seed-0"), str(tmp_path / "inf-0"), "--x", "wall", "--chart",

@@ -9,19 +9,19 @@ import pytest
 
 from shopsimrl.learn.grpo import Adam, Trajectory, log_probs, surrogate, train
 from shopsimrl.learn.params import BLOCKS, LAYOUT
-from shopsimrl.learn.policy import Decision
+from shopsimrl.learn.policy import Draw
 
 
-def random_decisions(rng: random.Random, count: int, theta: np.ndarray | None = None) -> list[Decision]:
+def random_decisions(rng: random.Random, count: int, theta: np.ndarray | None = None) -> list[Draw]:
     """Decisions over every block, 1-6 candidates each; ``logp`` is the one under ``theta`` when given."""
     out = []
     for _ in range(count):
         block = rng.choice(list(BLOCKS))
         width = len(BLOCKS[block])
         rows = tuple(tuple(rng.uniform(-3, 3) for _ in range(width)) for _ in range(rng.randint(1, 6)))
-        decision = Decision(block, rows, rng.randrange(len(rows)), 0.0)
+        decision = Draw(block, rows, rng.randrange(len(rows)), 0.0)
         if theta is not None:
-            decision = Decision(block, rows, decision.chosen, float(log_probs(theta, [decision])[0][0]))
+            decision = Draw(block, rows, decision.chosen, float(log_probs(theta, [decision])[0][0]))
         out.append(decision)
     return out
 
@@ -40,7 +40,7 @@ def test_log_prob_gradient_matches_finite_differences():
     assert np.max(np.abs(grad - numeric)) < 1e-6
     # and they are log-probabilities: over every candidate of a decision they sum to one
     for d in decisions[:10]:
-        everyone = [Decision(d.block, d.features, c, 0.0) for c in range(len(d.features))]
+        everyone = [Draw(d.block, d.features, c, 0.0) for c in range(len(d.features))]
         assert np.exp(log_probs(theta, everyone)[0]).sum() == pytest.approx(1.0)
 
 
@@ -89,7 +89,7 @@ def test_async_loop_takes_the_ratio_against_the_trainers_log_probs_and_tis_weigh
     decisions = [d for ep in episodes for d in ep.decisions]
     trainer_logp = log_probs(trainer, decisions)[0]
     # slime's default (no correction): the first update's ratio is 1, as if the trainer had played
-    on_policy = [Trajectory([Decision(d.block, d.features, d.chosen, float(lp)) for d, lp in
+    on_policy = [Trajectory([Draw(d.block, d.features, d.chosen, float(lp)) for d, lp in
                              zip(ep.decisions, trainer_logp[sum(len(e.decisions) for e in episodes[:i]):])], ep.advantage)
                  for i, ep in enumerate(episodes)]
     plain = surrogate(trainer, episodes, 16, old=trainer_logp)

@@ -1,5 +1,5 @@
 """--resume: one order of writes per step, the marker last; a crash between any two writes resumes to the
-uninterrupted run; every selection strategy and wave mode resumes; gaps, strays and changed options are refused.
+uninterrupted run; every selection selection and wave mode resumes; gaps, strays and changed options are refused.
 
 The runs here are synthetic (no env: ``synthetic_runner``, one episode at a time, so two runs decide alike) with a
 toy learner that saves ``policy.npz`` each step as the GRPO learner does; ``test_cli_resume.py`` drives the real
@@ -30,7 +30,7 @@ from shopsimrl.rollout.outputs import prepare_run_dir
 from shopsimrl.rollout.run import run_record
 from shopsimrl.rollout.synthetic import synthetic_runner, task_difficulty_outcome
 from shopsimrl.sampling import SamplingKnobs
-from shopsimrl.sampling.modes import Strategy, WaveMode
+from shopsimrl.sampling.modes import Selection, WaveMode
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_sampling_batch_size=8,
                       global_batch_size=8, max_consecutive_failed_groups=4)
@@ -65,16 +65,16 @@ class ToyLearner:
         self.policy.set_theta(theta, updates=self.adam.t)
 
 
-def config(out: Path, name: str, steps: int, selection: Strategy | str = Strategy.SEED,
+def config(out: Path, name: str, steps: int, selection: Selection | str = Selection.SEED,
            waves: WaveMode | str = WaveMode.FIXED) -> RolloutConfig:
     return RolloutConfig(knobs=KNOBS, steps=steps, seed=5, out=out, name=name, episode_concurrency=1,
-                         selection=Strategy.parse(selection), waves=WaveMode.parse(waves))
+                         selection=Selection.parse(selection), waves=WaveMode.parse(waves))
 
 
-def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: Strategy | WaveMode) -> Path:
+def run(out: Path, name: str, steps: int, *, resuming: bool = False, **modes: Selection | WaveMode) -> Path:
     """A run of ``steps`` steps (``resuming``: continue the folder as ``--resume`` does)."""
     cfg = config(out, name, steps, **modes)
-    clusters = None if cfg.selection is Strategy.SEED and cfg.waves is WaveMode.FIXED else CLUSTERS
+    clusters = None if cfg.selection is Selection.SEED and cfg.waves is WaveMode.FIXED else CLUSTERS
     paths = prepare_run_dir(out, name, resume=resuming)
     learner = ToyLearner(paths.root)
     try:
@@ -194,7 +194,7 @@ def test_a_full_disk_between_any_two_writes_of_a_step_resumes_to_the_uninterrupt
     same_run(whole, root, 3)
 
 
-@pytest.mark.parametrize("selection", list(Strategy))
+@pytest.mark.parametrize("selection", list(Selection))
 @pytest.mark.parametrize("waves", list(WaveMode))
 def test_resuming_after_each_step_equals_the_uninterrupted_run(tmp_path, selection, waves):
     whole = run(tmp_path, "whole", 3, selection=selection, waves=waves)

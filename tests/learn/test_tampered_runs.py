@@ -96,7 +96,7 @@ def without(key: str) -> Callable[[dict], dict]:
 
 
 def swap_first_prompt(saved: dict) -> dict:
-    """The saved prompt source with its first prompt id renamed, wherever the source keeps its ids."""
+    """The saved selector with its first prompt id renamed, wherever the source keeps its ids."""
     text = json.dumps(saved)
     first = json.loads((text.split('"prompt_ids": ', 1)[1]).split("]", 1)[0] + "]")[0]
     return json.loads(text.replace(json.dumps(first), json.dumps(first + "-other")))
@@ -203,15 +203,15 @@ REFUSED: list[tuple[str, Callable[[Path], None], str, bool]] = [
      False),
     ("task_ids deleted", rewrite_lines("step-3/events.jsonl", lambda e: True, without("task_ids")),
      "events.jsonl differs", False),
-    # state.json: the prompt source and the failure streak
+    # state.json: the selector and the failure streak
     ("state.json missing", remove("step-3/state.json"), "state.json is missing", False),
     ("state.json missing resealed", remove("step-3/state.json"), "state.json is missing", True),
     ("state.json not JSON resealed", write("step-3/state.json", b"{oops"), "is not valid JSON", True),
     ("state.json a list resealed", write("step-3/state.json", b"[]"), "holds a JSON list", True),
     ("state.json with NaN resealed", edit_json("step-3/state.json", lambda s: {**s, "x": math.nan}),
      "is not valid JSON", True),
-    ("state.json of another strategy resealed", edit_json("step-3/state.json", lambda s: {
-        **s, "prompt_source": {**s["prompt_source"], "strategy": "informative"}}), "its prompt source is", True),
+    ("state.json of another selection resealed", edit_json("step-3/state.json", lambda s: {
+        **s, "prompt_source": {**s["prompt_source"], "strategy": "skip"}}), "its selector is", True),
     ("state.json without prompt ids resealed", edit_json("step-3/state.json", lambda s: {
         **s, "prompt_source": {**s["prompt_source"], "evidence": without("prompt_ids")(s["prompt_source"]["evidence"])}}),
      "other train tasks", True),

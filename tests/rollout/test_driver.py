@@ -64,13 +64,13 @@ def test_batch_rows_carry_grpo_advantages_per_group(tmp_path):
 
 
 def test_a_weighted_hand_out_multiplies_its_group_s_advantages_in_batch_jsonl(tmp_path):
-    """The informative rule's importance weight reaches the trainer: each row's ``advantage`` is the group's GRPO
+    """The skip rule's importance weight reaches the trainer: each row's ``advantage`` is the group's GRPO
     advantage times the group's ``weight`` (1 for every hand-out that could not have been skipped)."""
     from shopsimrl.rollout.run import RolloutConfig, run_rollout
     from shopsimrl.sampling import grpo_advantages
-    from shopsimrl.sampling.modes import Strategy
+    from shopsimrl.sampling.modes import Selection
 
-    config = RolloutConfig(knobs=SMALL, steps=40, seed=0, out=tmp_path, name="run", selection=Strategy.INFORMATIVE)
+    config = RolloutConfig(knobs=SMALL, steps=40, seed=0, out=tmp_path, name="run", selection=Selection.SKIP)
     result = asyncio.run(run_rollout(config, synthetic_runner(delay=jittered()), [f"task-{i:04d}" for i in range(40)]))
     weights: Counter[float] = Counter()
     for report in result.reports:

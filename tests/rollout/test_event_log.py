@@ -17,7 +17,7 @@ from shopsimrl.sampling import (
     TooManyTechnicalFailures,
     Verdict,
 )
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.source import new_selector
 
 
 class Clock:
@@ -39,7 +39,7 @@ def decision(index: int) -> GroupDecision:
 def test_times_are_seconds_since_the_step_began_rounded_to_the_microsecond():
     clock = Clock(100.0)
     log = EventLog(clock)
-    log.begin(1, SamplingKnobs(), prompt_source("seed", ["a", "b"], 8))
+    log.begin(1, SamplingKnobs(), new_selector("seed", ["a", "b"], 8))
     clock.t = 100.12345678
     assert log.now() == pytest.approx(0.12345678)
     log.event(log.now(), "x")
@@ -48,8 +48,8 @@ def test_times_are_seconds_since_the_step_began_rounded_to_the_microsecond():
 
 def test_step_start_carries_the_seed_orders_position_and_not_the_selectors():
     seed, informative = EventLog(Clock(0.0)), EventLog(Clock(0.0))
-    seed.begin(3, SamplingKnobs(), prompt_source("seed", ["a", "b"], 8))
-    informative.begin(3, SamplingKnobs(), prompt_source("informative", ["a", "b"], 8))
+    seed.begin(3, SamplingKnobs(), new_selector("seed", ["a", "b"], 8))
+    informative.begin(3, SamplingKnobs(), new_selector("skip", ["a", "b"], 8))
     assert seed.events[0]["event"] == "step_start" and seed.events[0]["step"] == 3
     assert "sampler" in seed.events[0] and "sampler" not in informative.events[0]
     assert seed.events[0]["knobs"] == SamplingKnobs().as_dict()
@@ -85,7 +85,7 @@ def test_the_stop_trigger_is_the_last_decision_logged_and_every_decision_is_kept
 def test_the_abort_ends_the_steps_wall_time():
     clock = Clock(10.0)
     log = EventLog(clock)
-    log.begin(1, SamplingKnobs(), prompt_source("seed", ["a"], 8))
+    log.begin(1, SamplingKnobs(), new_selector("seed", ["a"], 8))
     clock.t = 12.0
     cancelling_from = log.now()
     clock.t = 12.25  # the cancelled groups took 0.25 s to unwind

@@ -17,7 +17,7 @@ from shopsimrl.rollout.run import run_record
 from shopsimrl.rollout.synthetic import synthetic_runner, task_difficulty_outcome
 from shopsimrl.sampling import SamplingKnobs
 from shopsimrl.sampling.forecast import ForecastStateError
-from shopsimrl.sampling.modes import Strategy, WaveMode
+from shopsimrl.sampling.modes import Selection, WaveMode
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_sampling_batch_size=8,
                       global_batch_size=8, max_consecutive_failed_groups=100)
@@ -29,7 +29,7 @@ TIMED = ("seconds", "per_second")
 
 def run(out: Path, name: str, steps: int, descriptions, *, resuming: bool = False) -> Path:
     cfg = RolloutConfig(knobs=KNOBS, steps=steps, seed=3, out=out, name=name, episode_concurrency=1,
-                        selection=Strategy.FORECAST, waves=WaveMode.ADAPTIVE)
+                        selection=Selection.FORECAST, waves=WaveMode.ADAPTIVE)
     paths = prepare_run_dir(out, name, resume=resuming)
     try:
         point = resume.prepare(paths, run_record(cfg, len(TASKS)), TASKS) if resuming else None

@@ -8,7 +8,7 @@ from shopsimrl.rollout.group import EpisodeSlots, GroupRun
 from shopsimrl.rollout.progress import LiveProgress, StepProgress
 from shopsimrl.rollout.report import StepReport
 from shopsimrl.sampling import REASON_ZERO_STD, GroupDecision, Verdict
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.source import new_selector
 from shopsimrl.sampling.step import RolloutStep, Start, new_step
 
 N = 2
@@ -29,7 +29,7 @@ class Recorder:
 
 
 def started_step(observer: Recorder | None) -> tuple[RolloutStep, LiveProgress, dict[int, GroupRun]]:
-    rollout = new_step(2, 4, N, source=prompt_source("seed", [f"t{i}" for i in range(20)], N))
+    rollout = new_step(2, 4, N, source=new_selector("seed", [f"t{i}" for i in range(20)], N))
     groups: dict[int, GroupRun] = {}
     live = LiveProgress(7, rollout, groups, EpisodeSlots(4), lambda: 1.5, observer)
     starts = [a for a in rollout.start() if isinstance(a, Start)]

@@ -20,8 +20,8 @@ from shopsimrl.sampling.concentration import (
     SEED_ORDER_BOUND,
     TOP10_SHARE,
 )
-from shopsimrl.sampling.modes import Strategy, WaveMode
-from shopsimrl.sampling.selector import SELECTOR_PREFIX
+from shopsimrl.sampling.modes import Selection, WaveMode
+from shopsimrl.sampling.selection_metrics import SELECTOR_PREFIX
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_sampling_batch_size=8,
                       global_batch_size=8, max_consecutive_failed_groups=50)
@@ -29,12 +29,12 @@ KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=4, over_samplin
 
 def run(tmp_path, *, selection, waves, steps=4, learner=None, timeline=False):
     config = RolloutConfig(knobs=KNOBS, steps=steps, seed=0, out=tmp_path, name=f"{selection}-{waves}",
-                           selection=Strategy(selection), waves=WaveMode(waves), timeline=timeline)
+                           selection=Selection(selection), waves=WaveMode(waves), timeline=timeline)
     tasks = [f"task-{i:04d}" for i in range(60)]
     return asyncio.run(run_rollout(config, synthetic_runner(delay=jittered()), tasks, learner=learner))
 
 
-@pytest.mark.parametrize(("selection", "waves"), [("informative", "fixed"), ("informative", "adaptive"),
+@pytest.mark.parametrize(("selection", "waves"), [("skip", "fixed"), ("skip", "adaptive"),
                                                   ("spread", "adaptive"), ("seed", "adaptive")])
 def test_every_step_keeps_the_target_and_never_starts_a_task_twice(tmp_path, selection, waves):
     trained: list[list[str]] = []
@@ -59,7 +59,7 @@ def test_every_step_keeps_the_target_and_never_starts_a_task_twice(tmp_path, sel
 
 
 def test_adaptive_waves_submit_in_small_refills_within_one_wave_unless_remaining_runs_short(tmp_path):
-    result = run(tmp_path, selection="informative", waves="adaptive", steps=6)
+    result = run(tmp_path, selection="skip", waves="adaptive", steps=6)
     for report in result.reports:
         events = load_events(result.paths.step(report.step).root)
         waves = [e for e in events if e["event"] == "wave"]
@@ -71,7 +71,7 @@ def test_adaptive_waves_submit_in_small_refills_within_one_wave_unless_remaining
 
 
 def test_the_timeline_picture_is_written_per_step(tmp_path):
-    result = run(tmp_path, selection="informative", waves="adaptive", steps=2, timeline=True)
+    result = run(tmp_path, selection="skip", waves="adaptive", steps=2, timeline=True)
     for k in (1, 2):
         png = result.paths.step(k).root / "wave_timeline.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -82,7 +82,7 @@ def test_the_faithful_default_writes_no_selector_metrics(tmp_path):
     assert not any(k.startswith(SELECTOR_PREFIX) for k in result.reports[0].metrics)
 
 
-@pytest.mark.parametrize("selection", ["seed", "informative", "spread"])
+@pytest.mark.parametrize("selection", ["seed", "skip", "spread"])
 def test_every_run_logs_its_concentration_counted_from_the_trained_groups(tmp_path, selection):
     """metrics.jsonl carries the three figures each step, for the faithful order too, counted from batch.jsonl."""
     result = run(tmp_path, selection=selection, waves="fixed", steps=6)
@@ -115,7 +115,7 @@ def test_heuristic_learning_mode_sharpens_only_trained_tasks():
 
 def test_cli_informative_adaptive_learning_on_the_in_process_env(tmp_path, cli_cache, capsys):
     code = cli.main(["--steps", "2", "--products", "2000", "--out", str(tmp_path), "--name", "sel",
-                     "--view", "plain", "--selection", "informative", "--waves", "adaptive", "--learning"])
+                     "--view", "plain", "--selection", "skip", "--waves", "adaptive", "--learning"])
     out = capsys.readouterr().out
     assert code == 0, out
     run_dir = tmp_path / "sel"
@@ -126,7 +126,7 @@ def test_cli_informative_adaptive_learning_on_the_in_process_env(tmp_path, cli_c
         assert metrics["rollout/shopsim/train_group_count"] == 16
         assert SELECTOR_PREFIX + "predicted_zero_spread_mean" in metrics
     config = read_json(run_dir / "run.json")
-    assert config["learning"] is True and config["selection"] == "informative" and config["waves"] == "adaptive"
+    assert config["learning"] is True and config["selection"] == "skip" and config["waves"] == "adaptive"
 
 
 @pytest.mark.parametrize(("argv", "message"), [

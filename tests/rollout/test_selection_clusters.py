@@ -8,7 +8,7 @@ import json
 from shopsimrl.commands import rollout as cli
 from shopsimrl.env.inprocess import InProcessEnvClient
 from shopsimrl.rollout.clusters import task_categories
-from shopsimrl.sampling.selector import SELECTOR_PREFIX
+from shopsimrl.sampling.selection_metrics import SELECTOR_PREFIX
 
 
 def test_task_categories_are_each_train_task_s_category(shop):

@@ -15,7 +15,7 @@ from shopsimrl.io import read_jsonl
 from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.synthetic import synthetic_runner, unit_hash
 from shopsimrl.sampling import REASON_ZERO_STD, SamplingKnobs
-from shopsimrl.sampling.modes import Siblings, Strategy, WaveMode
+from shopsimrl.sampling.modes import Selection, Siblings, WaveMode
 from shopsimrl.sampling.staged import STAGED_PREFIX
 
 KNOBS = SamplingKnobs(rollout_batch_size=4, n_samples_per_prompt=8, over_sampling_batch_size=12,
@@ -32,7 +32,7 @@ def polar_outcome(spec):
 
 def run(tmp_path, *, siblings, steps=6, stage_size=None, selection="seed"):
     config = RolloutConfig(knobs=KNOBS, steps=steps, seed=0, out=tmp_path, name=f"{siblings}-{selection}",
-                           selection=Strategy(selection), siblings=Siblings(siblings), stage_size=stage_size,
+                           selection=Selection(selection), siblings=Siblings(siblings), stage_size=stage_size,
                            timeline=False)
     tasks = [f"task-{i:04d}" for i in range(30)]
     return asyncio.run(run_rollout(config, synthetic_runner(polar_outcome, delay=jittered()), tasks))
@@ -127,7 +127,7 @@ def test_r29_staged_with_adaptive_waves_and_a_live_view_snapshots_only_groups_th
     """Several refills opened in one batch of first stages: the view's snapshot comes once every action is carried
     out (a snapshot between a refill's WaveOpened and a later refill's starts met groups not started yet)."""
     config = RolloutConfig(knobs=KNOBS, steps=6, seed=0, out=tmp_path, name="staged-adaptive",
-                           selection=Strategy("informative"), waves=WaveMode("adaptive"), siblings=Siblings("staged"),
+                           selection=Selection("skip"), waves=WaveMode("adaptive"), siblings=Siblings("staged"),
                            timeline=False)
     tasks = [f"task-{i:04d}" for i in range(30)]
     observer = Snapshots()

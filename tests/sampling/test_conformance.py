@@ -10,7 +10,7 @@ patched: a group's siblings end at ``start + duration`` (groups ending at one in
 - the simulator: ``simulate_step`` over a scripted world (the ``i``-th group drawn is group ``i``);
 - ``replay``: the supply as (verdict, duration) pairs (fixed waves, whole groups: what it runs);
 - ``replay_recorded``: the reference's own record, batches and refills, as a run records them (whole groups);
-- ``check_prompt_source``: the contract every shell relies on, checked on the case's prompt source;
+- ``check_selector``: the contract every shell relies on, checked on the case's selector;
 - slime's rollout function: ``generate_rollout`` on the slime double, its episodes slime's custom generate
   function taking each sibling's reward and duration on a virtual clock (``sampling/slime_shell.py``).
 
@@ -39,11 +39,11 @@ from shopsimrl.rollout import RolloutConfig, run_rollout
 from shopsimrl.rollout.gputime import Clock, TimeModel
 from shopsimrl.rollout.group import EpisodeMeter, EpisodeSpec
 from shopsimrl.sampling import ConsecutiveFailureGuard, GroupDecision, SamplingKnobs, TooManyTechnicalFailures, replay
-from shopsimrl.sampling.conformance import SourceContractError, check_prompt_source
-from shopsimrl.sampling.modes import Siblings, Strategy, WaveMode
+from shopsimrl.sampling.conformance import SourceContractError, check_selector
+from shopsimrl.sampling.modes import Selection, Siblings, WaveMode
 from shopsimrl.sampling.pump import Hooks, pump
 from shopsimrl.sampling.recorded import Finished, Opened, replay_recorded
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.source import new_selector
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.sampling.step import Start, StepDone, WaveOpened, new_step
 from shopsimrl.sampling.verdict import Verdict, rewards_verdict
@@ -63,7 +63,7 @@ class Case:
     limit: int
     seed: int
     technical: float  # chance that a group is unscored (every sibling)
-    strategy: str = "informative"
+    selection: str = "skip"
 
     def play(self, index: int) -> tuple[list[float] | None, list[float]]:
         """Group ``index``'s rewards (``None``: technical) and its siblings' durations."""
@@ -91,9 +91,9 @@ class Case:
                              max_consecutive_failed_groups=self.limit)
 
     def source(self) -> Any:
-        """The case's prompt source, taught by a few steps whose groups all succeeded (so staged groups can be
+        """The case's selector, taught by a few steps whose groups all succeeded (so staged groups can be
         predicted to agree, and decided after their first K)."""
-        source = prompt_source(self.strategy, PROMPTS, self.n, self.seed, waves=self.waves)
+        source = new_selector(self.selection, PROMPTS, self.n, self.seed, waves=self.waves)
         for _ in range(WARM_UP_STEPS):
             pump(new_step(8, 16, self.n, source=source, waves=self.waves), AllSucceed(self.n))
         return source
@@ -130,15 +130,15 @@ class AllSucceed(Hooks):
 
 def cases() -> list[Case]:
     out = []
-    for strategy in Strategy:
+    for selection in Selection:
         for seed in range(3):
             for waves in WaveMode:
                 for staged in (False, True):
                     technical = 0.55 if seed == 2 else 0.12  # every third supply fails often enough to stop
-                    out.append(Case(target=3 + seed, wave=6 + seed + (strategy is Strategy.SPREAD), n=4,
+                    out.append(Case(target=3 + seed, wave=6 + seed + (selection is Selection.SPREAD), n=4,
                                     waves=waves.value, staged=staged, limit=3 if seed == 2 else 8,
-                                    seed=seed + 10 * list(Strategy).index(strategy), technical=technical,
-                                    strategy=strategy.value))
+                                    seed=seed + 10 * list(Selection).index(selection), technical=technical,
+                                    selection=selection.value))
     return out
 
 
@@ -278,7 +278,7 @@ def run_driver(case: Case, tmp_path: Any) -> Outcome:
                              completion_tokens=round(durations[spec.sibling] * EXACT.decode_tokens_per_s))
 
     config = RolloutConfig(knobs=case.knobs(), steps=1, seed=case.seed, out=tmp_path, name="driver",
-                           selection=Strategy.parse(case.strategy), waves=WaveMode.parse(case.waves),
+                           selection=Selection.parse(case.selection), waves=WaveMode.parse(case.waves),
                            siblings=Siblings.STAGED if case.staged else Siblings.ALL, clock=Clock.MODELLED,
                            time_model=EXACT)
     try:
@@ -343,10 +343,10 @@ def run_replay_recorded(case: Case, tmp_path: Any) -> Outcome:
     return Outcome(decisions=None, settled=settled(done), stopped_early=None)
 
 
-def run_check_prompt_source(case: Case, tmp_path: Any) -> Outcome:
+def run_check_selector(case: Case, tmp_path: Any) -> Outcome:
     """The contract the step relies on, on the case's source, fixed and adaptive (raises when it is broken); the
     check's own steps run made-up results, so it reports no decisions."""
-    check_prompt_source(case.source, seed=case.seed)
+    check_selector(case.source, seed=case.seed)
     return Outcome(decisions=None, settled=None, stopped_early=None, contract_only=True)
 
 
@@ -382,12 +382,12 @@ SHELLS: dict[str, ShellRow] = {
     "simulator": ShellRow(run_simulator, lambda c: True),
     "replay": ShellRow(run_replay, lambda c: c.waves == "fixed" and not c.staged),
     "replay_recorded": ShellRow(run_replay_recorded, lambda c: not c.staged),
-    "check_prompt_source": ShellRow(run_check_prompt_source, lambda c: c.waves == "fixed" and not c.staged),
+    "check_selector": ShellRow(run_check_selector, lambda c: c.waves == "fixed" and not c.staged),
 }
 
 
 def _id(case: Case) -> str:
-    return f"{case.strategy}-{case.waves}-{'staged' if case.staged else 'whole'}-{case.seed}"
+    return f"{case.selection}-{case.waves}-{'staged' if case.staged else 'whole'}-{case.seed}"
 
 
 @pytest.mark.parametrize(("shell", "case"), [pytest.param(name, case, id=f"{name}-{_id(case)}")
@@ -413,18 +413,18 @@ def test_the_scripted_supplies_cover_what_the_shells_must_agree_on():
                 seen[decision] += 1
     assert all(seen.values()), seen
     for name, shell in SHELLS.items():
-        modes = {(c.strategy, c.waves, c.staged) for c in CASES if shell.runs(c)}
-        assert {s for s, _w, _k in modes} == {s.value for s in Strategy}, name
+        modes = {(c.selection, c.waves, c.staged) for c in CASES if shell.runs(c)}
+        assert {s for s, _w, _k in modes} == {s.value for s in Selection}, name
     assert {(c.waves, c.staged) for c in CASES if SHELLS["replay_recorded"].runs(c)} == {("fixed", False),
                                                                                          ("adaptive", False)}
 
 
-# -- check_prompt_source names the promise a broken source breaks -------------------------------------------------
+# -- check_selector names the promise a broken source breaks -------------------------------------------------
 class HandsOutTwice:
     """A broken source: its batches ignore what is in flight."""
 
     def __init__(self) -> None:
-        self.inner = prompt_source("seed", PROMPTS[:40], 4, 0)
+        self.inner = new_selector("seed", PROMPTS[:40], 4, 0)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -492,4 +492,4 @@ class RepeatsItsPick(HandsOutTwice):
                                                   (RepeatsItsPick, "adaptive-wave step started prompts twice")])
 def test_check_prompt_source_names_the_promise_a_broken_source_breaks(broken, message):
     with pytest.raises(SourceContractError, match=message):
-        check_prompt_source(broken)
+        check_selector(broken)

@@ -1,6 +1,6 @@
 """The spread forecast (``SpreadForecast``) and the ``forecast`` rule (``ForecastOrder``) on synthetic worlds: where the
 text predicts difficulty it learns it and skips on it; where the text carries nothing it stays at the base rate and
-the rule is today's informative rule, pick for pick; weights, state and its refusal."""
+the rule is today's skip rule, pick for pick; weights, state and its refusal."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from shopsimrl.sampling.forecast import (
     description_features,
 )
 from shopsimrl.sampling.forecast_order import ForecastOrder
-from shopsimrl.sampling.informative import RETRY_FLOOR
-from shopsimrl.sampling.selector import FORECAST_PREFIX, selector_step_metrics
-from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+from shopsimrl.sampling.selection_metrics import FORECAST_PREFIX, selector_step_metrics
+from shopsimrl.sampling.skip import RETRY_FLOOR
+from shopsimrl.sampling.source import new_selector, selector_from_state
 
 N = 8
 WORDS = ("red", "blue", "green", "small", "large", "soft", "wooden", "steel", "round", "cotton")
@@ -74,8 +74,8 @@ def test_where_the_text_predicts_difficulty_it_learns_it():
 
 def test_the_rule_skips_what_the_text_says_will_not_spread_and_weighs_what_it_hands_out():
     ids, descriptions, spread = world(2000, signal=True)
-    forecast_rule = prompt_source("forecast", ids, N, 5, waves="adaptive", descriptions=descriptions)
-    informative = prompt_source("informative", ids, N, 5, waves="adaptive")
+    forecast_rule = new_selector("forecast", ids, N, 5, waves="adaptive", descriptions=descriptions)
+    informative = new_selector("skip", ids, N, 5, waves="adaptive")
     mine = run(forecast_rule, ids, descriptions, spread, 60)
     theirs = run(informative, ids, descriptions, spread, 60)
     assert forecast_rule.forecast.ready()
@@ -97,8 +97,8 @@ def test_the_rule_skips_what_the_text_says_will_not_spread_and_weighs_what_it_ha
 
 def test_where_the_text_carries_nothing_it_stays_at_the_base_rate_and_the_rule_is_todays():
     ids, descriptions, spread = world(2000, signal=False)
-    forecast_rule = prompt_source("forecast", ids, N, 9, waves="adaptive", descriptions=descriptions)
-    informative = prompt_source("informative", ids, N, 9, waves="adaptive")
+    forecast_rule = new_selector("forecast", ids, N, 9, waves="adaptive", descriptions=descriptions)
+    informative = new_selector("skip", ids, N, 9, waves="adaptive")
     rng_a, rng_b = random.Random(4), random.Random(4)
     for _ in range(150):  # nearly two passes: today's rule skips solved runs in the second
         a, b = forecast_rule.next_prompts(24), informative.next_prompts(24)
@@ -118,7 +118,7 @@ def test_where_the_text_carries_nothing_it_stays_at_the_base_rate_and_the_rule_i
 
 def test_prompts_without_text_or_labels_are_forecast_from_history_alone():
     ids = [f"p{i}" for i in range(50)]
-    source = prompt_source("forecast", ids, N, 0, waves="adaptive")
+    source = new_selector("forecast", ids, N, 0, waves="adaptive")
     assert source.described == 0
     assert description_features(None) == ([], [])
     source.record(source.next_prompts(1)[0], [1.0] * N)
@@ -127,7 +127,7 @@ def test_prompts_without_text_or_labels_are_forecast_from_history_alone():
 
 def test_the_step_figures_show_the_forecasts_calibration():
     ids, descriptions, spread = world(400, signal=True)
-    source = prompt_source("forecast", ids, N, 2, waves="adaptive", descriptions=descriptions)
+    source = new_selector("forecast", ids, N, 2, waves="adaptive", descriptions=descriptions)
     run(source, ids, descriptions, spread, 3)
     metrics = selector_step_metrics(source.pop_stats(), informative=10, generated_episodes=384, coverage=0.1)
     assert metrics[FORECAST_PREFIX + "groups"] == 48
@@ -135,19 +135,19 @@ def test_the_step_figures_show_the_forecasts_calibration():
         assert FORECAST_PREFIX + key in metrics
     assert 0.0 <= metrics[FORECAST_PREFIX + "brier"] <= 1.0
     assert FORECAST_PREFIX + "groups" not in selector_step_metrics(
-        prompt_source("informative", ids, N, 2).pop_stats(), informative=0, generated_episodes=0, coverage=0.0)
+        new_selector("skip", ids, N, 2).pop_stats(), informative=0, generated_episodes=0, coverage=0.0)
 
 
 def test_its_state_round_trips_and_is_refused_for_other_descriptions():
     ids, descriptions, spread = world(400, signal=True)
-    source = prompt_source("forecast", ids, N, 2, waves="adaptive", descriptions=descriptions)
+    source = new_selector("forecast", ids, N, 2, waves="adaptive", descriptions=descriptions)
     run(source, ids, descriptions, spread, 10)
     state = source.state_dict()
-    again = prompt_source_from_state(state)
+    again = selector_from_state(state)
     assert isinstance(again, ForecastOrder)
     again.describe(descriptions)  # a resumed source gets its descriptions back
     assert again.state_dict() == state
     assert [again.skip_probability(i) for i in range(50)] == [source.skip_probability(i) for i in range(50)]
     other = {pid: {**d, "instruction": d["instruction"] + " please"} for pid, d in descriptions.items()}
     with pytest.raises(ForecastStateError, match="other prompt texts and labels"):
-        prompt_source_from_state(state).describe(other)
+        selector_from_state(state).describe(other)

@@ -1,5 +1,5 @@
 """The seed order (``SeedOrder``): seeded epochs, position kept across steps, no prompt twice in flight,
-released prompts consumed; and the one factory that turns a strategy into a prompt source."""
+released prompts consumed; and the one factory that turns a selection into a selector."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import random
 import pytest
 
 from shopsimrl.sampling.evidence import NotEnoughPromptsError
-from shopsimrl.sampling.informative import InformativeOrder
-from shopsimrl.sampling.modes import Strategy
+from shopsimrl.sampling.modes import Selection
 from shopsimrl.sampling.order import SeedOrder
-from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
-from shopsimrl.sampling.spread import SpreadPicker
+from shopsimrl.sampling.skip import SkipOrder
+from shopsimrl.sampling.source import new_selector, selector_from_state
+from shopsimrl.sampling.spread import SpreadSelector
 
 TASKS = [f"t{i}" for i in range(10)]
 
@@ -74,15 +74,15 @@ def test_first_starts_count_as_explored_once():
 
 
 def test_the_factory_builds_each_strategy_and_restores_it_from_its_state():
-    seed, inf = prompt_source("seed", TASKS, 8, 4), prompt_source(Strategy.INFORMATIVE, TASKS, 8, 4)
-    assert type(seed) is SeedOrder and type(inf) is InformativeOrder
-    assert type(prompt_source("spread", TASKS, 8, 4)) is SpreadPicker
+    seed, inf = new_selector("seed", TASKS, 8, 4), new_selector(Selection.SKIP, TASKS, 8, 4)
+    assert type(seed) is SeedOrder and type(inf) is SkipOrder
+    assert type(new_selector("spread", TASKS, 8, 4)) is SpreadSelector
     finish(seed, seed.next_prompts(3))
     seed.next_prompts(2)
-    restored = prompt_source_from_state(json.loads(json.dumps(seed.state_dict())))
+    restored = selector_from_state(json.loads(json.dumps(seed.state_dict())))
     assert type(restored) is SeedOrder and restored.state_dict() == seed.state_dict()
     assert restored.next_prompts(4) == seed.next_prompts(4)
-    with pytest.raises(ValueError, match="strategy must be one of seed, informative, spread"):
-        prompt_source("greedy", TASKS, 8)
-    with pytest.raises(ValueError, match="prompt_source"):
-        SpreadPicker(TASKS, 8, "seed")
+    with pytest.raises(ValueError, match="selection must be one of seed, skip, spread"):
+        new_selector("greedy", TASKS, 8)
+    with pytest.raises(ValueError, match="new_selector"):
+        SpreadSelector(TASKS, 8, "seed")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from shopsimrl.sampling import GroupDecision, TooManyTechnicalFailures, Verdict
 from shopsimrl.sampling.pump import Hooks, apump, pump
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.source import new_selector
 from shopsimrl.sampling.staged import StagedSiblings
 from shopsimrl.sampling.step import RolloutStep, Start, StepDone, WaveOpened, new_step
 from shopsimrl.sampling.verdict import rewards_verdict
@@ -129,7 +129,7 @@ class AsyncScriptedShell(ScriptedShell):
 
 def step_of(waves: str, staged: bool, limit: int, n: int = 4, target: int = 3, wave: int = 6) -> RolloutStep:
     staging = StagedSiblings(n, n // 2, threshold=1.0, skip_q=1.0) if staged else None
-    return new_step(target, wave, n, source=prompt_source("informative", PROMPTS, n, 0), waves=waves,
+    return new_step(target, wave, n, source=new_selector("skip", PROMPTS, n, 0), waves=waves,
                     staging=staging, max_consecutive_failed_groups=limit)
 
 

@@ -94,7 +94,7 @@ def test_skipped_turns_count_against_the_budget_as_started_groups_do():
 
 
 def test_an_adaptive_step_over_a_skipping_source_walks_at_most_one_wave_of_turns():
-    """End to end with the informative rule: every prompt solved, GRESO's halving and half of each pass skipped at
+    """End to end with the skip rule: every prompt solved, GRESO's halving and half of each pass skipped at
     most; a step's groups started plus turns skipped stay within over_sampling_batch_size (the seed order's pace)."""
     walked, skips = _walk_solved_pass(max_skip_share=0.5, retry_base=0.5)
     assert skips[0] > 0 and sum(skips) == 32  # half the pass skipped, the pass's share
@@ -105,7 +105,7 @@ def test_an_adaptive_step_walks_past_its_wave_only_to_start_the_target():
     """With the rule's defaults under adaptive waves (three quarters of a pass may be skipped, a solved group skips
     three turns in four) a step can spend its budget on skips before it has started the target; it then starts
     the target and no more, walking past its wave by the turns skipped on the way."""
-    from shopsimrl.sampling.informative import skip_share_for_waves
+    from shopsimrl.sampling.skip import skip_share_for_waves
 
     walked, skips = _walk_solved_pass(max_skip_share=skip_share_for_waves("adaptive"))
     started = [w - s for w, s in zip(walked, skips)]
@@ -116,11 +116,11 @@ def test_an_adaptive_step_walks_past_its_wave_only_to_start_the_target():
 
 def _walk_solved_pass(**options: float) -> tuple[list[int], list[int]]:
     """Four adaptive steps (target 4, wave 16) over 64 prompts each solved once: turns walked and skipped per step."""
-    from shopsimrl.sampling.informative import InformativeOrder
+    from shopsimrl.sampling.skip import SkipOrder
     from shopsimrl.sampling.step import Start, new_step
 
     prompts = [f"p{i}" for i in range(64)]
-    source = InformativeOrder(prompts, 4, seed=1, **options)
+    source = SkipOrder(prompts, 4, seed=1, **options)
     for batch in (source.next_prompts(32), source.next_prompts(32)):  # a first pass: every prompt solved once
         for p in batch:
             source.record(p, [1.0] * 4)

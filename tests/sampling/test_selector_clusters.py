@@ -9,16 +9,16 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampling.picker_script import drive
+from sampling.selector_script import drive
 
 from shopsimrl.sampling.clusters import ClusterBook, cluster_indices
 from shopsimrl.sampling.estimate import SkillModel
-from shopsimrl.sampling.picker import Picker
-from shopsimrl.sampling.selector import SELECTOR_PREFIX, selector_step_metrics
-from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
-from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS, SpreadPicker
+from shopsimrl.sampling.selection_metrics import SELECTOR_PREFIX, selector_step_metrics
+from shopsimrl.sampling.selector import RuleSelector
+from shopsimrl.sampling.source import new_selector, selector_from_state
+from shopsimrl.sampling.spread import EXPLORE_HORIZON_EPOCHS, SpreadSelector
 
-STRATEGY = st.sampled_from(["seed", "informative", "spread"])
+SELECTION = st.sampled_from(["seed", "skip", "spread"])
 # one script step: (k to ask for, how to finish each prompt in flight: record all-same / varied / release / keep)
 ACTIONS = st.lists(
     st.tuples(st.integers(0, 6), st.lists(st.sampled_from(["same", "varied", "release", "keep"]), max_size=6)),
@@ -27,23 +27,23 @@ ACTIONS = st.lists(
 )
 
 
-def labelled(size: int, k: int, seed: int = 0, strategy: str = "spread", **kw) -> Picker:
+def labelled(size: int, k: int, seed: int = 0, selection: str = "spread", **kw) -> RuleSelector:
     ids = [f"p{i}" for i in range(size)]
     rng = random.Random(seed)
     labels = {pid: f"c{rng.randrange(k)}" for pid in ids}
-    return prompt_source(strategy, ids, 8, seed, clusters=labels, **kw)
+    return new_selector(selection, ids, 8, seed, clusters=labels, **kw)
 
 
 @settings(max_examples=40, deadline=None)
-@given(strategy=STRATEGY, size=st.integers(1, 12), k=st.integers(1, 4), seed=st.integers(0, 3), actions=ACTIONS)
-def test_labelled_selector_keeps_the_contract(strategy, size, k, seed, actions):
+@given(selection=SELECTION, size=st.integers(1, 12), k=st.integers(1, 4), seed=st.integers(0, 3), actions=ACTIONS)
+def test_labelled_selector_keeps_the_contract(selection, size, k, seed, actions):
     """k distinct prompts, never one in flight, determinism, and a state that round-trips through JSON."""
-    a, b = labelled(size, k, seed, strategy), labelled(size, k, seed, strategy)
+    a, b = labelled(size, k, seed, selection), labelled(size, k, seed, selection)
     trace_a, trace_b = [], []
     drive(a, actions, trace_a)
     drive(b, actions, trace_b)
     assert trace_a == trace_b
-    restored = prompt_source_from_state(json.loads(json.dumps(a.state_dict())))
+    restored = selector_from_state(json.loads(json.dumps(a.state_dict())))
     assert restored.state_dict() == a.state_dict()
     after_a, after_b = [], []
     drive(a, actions, after_a)
@@ -63,7 +63,7 @@ def test_every_cluster_is_tried_within_its_share_of_the_horizon(size, k, seed, b
     ids = [f"p{i}" for i in range(size)]
     labels = [i % k for i in range(size)]  # every cluster has a prompt
     data.draw(st.randoms()).shuffle(labels)
-    sel = SpreadPicker(ids, 8, seed=seed, explore_horizon_epochs=horizon,
+    sel = SpreadSelector(ids, 8, seed=seed, explore_horizon_epochs=horizon,
                          clusters=dict(zip(ids, labels)))
     rng = random.Random(data.draw(st.integers(0, 1000)))
     horizon_picks = max(1, round(horizon * size))
@@ -90,7 +90,7 @@ def test_explorations_take_a_never_tried_cluster_first():
     biggest cluster would get most of them)."""
     ids = [f"p{i}" for i in range(40)]
     labels = {pid: "big" for pid in ids[:36]} | {ids[36]: "a", ids[37]: "a", ids[38]: "b", ids[39]: "b"}
-    sel = SpreadPicker(ids, 8, seed=0, clusters=labels)
+    sel = SpreadSelector(ids, 8, seed=0, clusters=labels)
     first = sel.next_prompts(3)
     assert {labels[p] for p in first} == {"big", "a", "b"}
     assert sel.clusters_tried() == 3
@@ -116,7 +116,7 @@ def test_a_never_seen_prompt_takes_its_cluster_s_estimate_and_a_new_cluster_is_w
     whose first group had spread, here higher than the solved cluster's — and the adaptive sizer reads that q."""
     ids = [f"s{i}" for i in range(10)] + [f"o{i}" for i in range(10)] + [f"n{i}" for i in range(10)]
     labels = {pid: {"s": "solved", "o": "open", "n": "new"}[pid[0]] for pid in ids}
-    sel = prompt_source("seed", ids, 8, 0, clusters=labels)
+    sel = new_selector("seed", ids, 8, 0, clusters=labels)
     recorded = {"s": 0, "o": 0}  # the seed order: record the first six of "solved" and "open", release the rest
     for pid in sel.next_prompts(len(ids)):
         if pid[0] in recorded and recorded[pid[0]] < 6:
@@ -172,7 +172,7 @@ def test_coverage_per_cluster_reaches_the_step_metrics():
     metrics = selector_step_metrics(stats, informative=4, generated_episodes=32, coverage=sel.coverage())
     assert metrics[SELECTOR_PREFIX + "cluster_coverage_min"] == low
     assert metrics[SELECTOR_PREFIX + "cluster_coverage_median"] == mid
-    plain = SpreadPicker([f"p{i}" for i in range(30)], 8, seed=1)
+    plain = SpreadSelector([f"p{i}" for i in range(30)], 8, seed=1)
     plain.next_prompts(4)
     plain_stats = plain.pop_stats()
     assert "cluster_coverage_min" not in plain_stats and plain.cluster_coverage() is None

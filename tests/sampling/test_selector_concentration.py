@@ -18,7 +18,7 @@ from shopsimrl.sampling.concentration import (
     Concentration,
     concentration_line,
 )
-from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+from shopsimrl.sampling.source import new_selector, selector_from_state
 
 VARIED = [1.0, 0.0] * 4
 
@@ -52,16 +52,16 @@ def test_a_run_concentrates_past_one_and_a_half_times_the_seed_order_bound():
     assert concentration_line({}, 30) is None  # a run without the figures says nothing
 
 
-@pytest.mark.parametrize("strategy", ["seed", "informative", "spread"])
-def test_every_source_counts_its_trained_prompts_and_a_restored_one_goes_on(strategy):
-    source = prompt_source(strategy, [f"p{i}" for i in range(20)], 8, 1)
+@pytest.mark.parametrize("selection", ["seed", "skip", "spread"])
+def test_every_source_counts_its_trained_prompts_and_a_restored_one_goes_on(selection):
+    source = new_selector(selection, [f"p{i}" for i in range(20)], 8, 1)
     for _ in range(5):
         batch = source.next_prompts(6)
         for pid in batch:
             source.record(pid, VARIED)
         figures = source.trained(batch[:4])  # four kept of six
     assert figures[SEED_ORDER_BOUND] == 2  # 30 hand-outs of 20 prompts
-    restored = prompt_source_from_state(json.loads(json.dumps(source.state_dict())))
+    restored = selector_from_state(json.loads(json.dumps(source.state_dict())))
     batch = source.next_prompts(3)
     assert restored.next_prompts(3) == batch
     assert restored.trained(batch) == source.trained(batch)
@@ -69,7 +69,7 @@ def test_every_source_counts_its_trained_prompts_and_a_restored_one_goes_on(stra
 
 def test_distinct_prompts_follow_the_seed_order_s_passes():
     """The seed order's epoch pass: 20 prompts, 4 trained per step of 5; a new pass every 4 steps."""
-    source = prompt_source("seed", [f"p{i}" for i in range(20)], 8, 0)
+    source = new_selector("seed", [f"p{i}" for i in range(20)], 8, 0)
     distinct = []
     for _ in range(8):
         batch = source.next_prompts(5)

@@ -1,4 +1,4 @@
-"""The informative rule (``InformativeOrder``): the seed's order, prompts on a run of solved groups skipped
+"""The skip rule (``SkipOrder``): the seed's order, prompts on a run of solved groups skipped
 with a floor, at most one hand-out per epoch pass, a skip budget per pass (the wave mode's), never a loop."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sampling.picker_script import drive as drive_script
+from sampling.selector_script import drive as drive_script
 
-from shopsimrl.sampling.informative import (
+from shopsimrl.sampling.skip import (
     ADAPTIVE_MAX_SKIP_SHARE,
     MAX_SKIP_SHARE,
     RETRY_BASE,
     RETRY_FLOOR,
-    InformativeOrder,
+    SkipOrder,
     skip_share_for_waves,
 )
-from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+from shopsimrl.sampling.source import new_selector, selector_from_state
 
 SOLVED = [1.0] * 8
 FAILED = [0.0] * 8
@@ -45,13 +45,13 @@ def walk(source, k: int, steps: int, outcome) -> list[list[str]]:
 
 def test_with_nothing_to_skip_it_hands_out_exactly_the_seed_order():
     """Every group has spread: no prompt is ever on a run, so the rule is the seed order, prompt for prompt."""
-    inf, seed = prompt_source("informative", ids(50), 8, 7), prompt_source("seed", ids(50), 8, 7)
+    inf, seed = new_selector("skip", ids(50), 8, 7), new_selector("seed", ids(50), 8, 7)
     assert walk(inf, 9, 30, lambda _: VARIED) == walk(seed, 9, 30, lambda _: VARIED)
     assert inf.epoch == seed.epoch == 6
 
 
 def test_a_prompt_on_a_run_of_solved_groups_is_skipped_and_others_are_not():
-    source = InformativeOrder(ids(300), 8, seed=0)
+    source = SkipOrder(ids(300), 8, seed=0)
     solved = set(ids(300)[:100])
     walk(source, 300, 1, lambda p: SOLVED if p in solved else VARIED)  # first pass: everything tried once
     assert source.pop_stats()["skipped"] == 0  # a prompt never observed is never skipped
@@ -74,7 +74,7 @@ def test_a_prompt_on_a_run_of_solved_groups_is_skipped_and_others_are_not():
 def test_a_prompt_on_a_run_of_failed_or_partial_groups_is_never_skipped():
     """A learning policy leaves failed prompts behind, not solved ones: only a run of solved groups is skipped.  A
     failed (or partly right) group in between ends the run."""
-    source = InformativeOrder(ids(30), 8, seed=5, max_skip_share=1.0)
+    source = SkipOrder(ids(30), 8, seed=5, max_skip_share=1.0)
     fates = {"p0": FAILED, "p1": PARTIAL}
     for _ in range(6):
         walk(source, 30, 1, lambda p: fates.get(p, VARIED))
@@ -89,15 +89,15 @@ def test_a_prompt_on_a_run_of_failed_or_partial_groups_is_never_skipped():
 
 
 def test_skipped_turns_count_every_skip_and_survive_a_checkpoint():
-    source = InformativeOrder(ids(40), 8, seed=6, max_skip_share=1.0)
+    source = SkipOrder(ids(40), 8, seed=6, max_skip_share=1.0)
     walk(source, 10, 8, lambda _: SOLVED)
     skipped = source.skipped_turns
     assert skipped > 0
-    copy = prompt_source_from_state(json.loads(json.dumps(source.state_dict())))
+    copy = selector_from_state(json.loads(json.dumps(source.state_dict())))
     assert copy.skipped_turns == skipped
     assert walk(copy, 10, 5, lambda _: SOLVED) == walk(source, 10, 5, lambda _: SOLVED)
     assert copy.skipped_turns == source.skipped_turns >= skipped
-    assert prompt_source("seed", ids(40), 8).skipped_turns == 0  # a rule that never skips
+    assert new_selector("seed", ids(40), 8).skipped_turns == 0  # a rule that never skips
 
 
 def test_the_skip_share_of_a_pass_is_the_wave_mode_s():
@@ -105,14 +105,14 @@ def test_the_skip_share_of_a_pass_is_the_wave_mode_s():
     against the step's budget, so a pass may skip three quarters."""
     assert skip_share_for_waves("fixed") == MAX_SKIP_SHARE == pytest.approx(1 / 3)
     assert skip_share_for_waves("adaptive") == ADAPTIVE_MAX_SKIP_SHARE == 0.75
-    assert prompt_source("informative", ids(9), 8, waves="adaptive").max_skip_share == 0.75
-    assert prompt_source("informative", ids(9), 8).max_skip_share == MAX_SKIP_SHARE
+    assert new_selector("skip", ids(9), 8, waves="adaptive").max_skip_share == 0.75
+    assert new_selector("skip", ids(9), 8).max_skip_share == MAX_SKIP_SHARE
 
 
 def test_a_skipped_prompt_is_retried_at_least_at_the_floor():
     """A prompt that is always solved keeps coming back, at about the floor's rate per pass, never less."""
     size = 60
-    source = InformativeOrder(ids(size), 8, seed=3, max_skip_share=1.0)
+    source = SkipOrder(ids(size), 8, seed=3, max_skip_share=1.0)
     counts: Counter[str] = Counter()
     for batch in walk(source, 6, 2000, lambda _: SOLVED):
         counts.update(batch)
@@ -126,7 +126,7 @@ def test_a_skipped_prompt_is_retried_at_least_at_the_floor():
 def test_a_pass_skips_at_most_a_third_of_the_prompts():
     """The pace bound: with every prompt solved, every pass still hands out two thirds of the prompt set."""
     size = 90
-    source = InformativeOrder(ids(size), 8, seed=1)
+    source = SkipOrder(ids(size), 8, seed=1)
     skipped_per_pass: list[int] = []
     begin = source._new_epoch
 
@@ -144,7 +144,7 @@ def test_a_pass_skips_at_most_a_third_of_the_prompts():
 
 def test_when_every_free_prompt_would_be_skipped_the_next_pass_begins_and_k_are_returned():
     """No floor, no budget: every observed prompt is skipped; the call still returns k, from the pass it began."""
-    source = InformativeOrder(ids(12), 8, seed=2, retry_floor=0.0, retry_base=0.0, max_skip_share=1.0)
+    source = SkipOrder(ids(12), 8, seed=2, retry_floor=0.0, retry_base=0.0, max_skip_share=1.0)
     walk(source, 12, 1, lambda _: SOLVED)
     before = source.epoch
     batch = source.next_prompts(5)
@@ -154,7 +154,7 @@ def test_when_every_free_prompt_would_be_skipped_the_next_pass_begins_and_k_are_
 
 
 def test_a_prompt_the_model_predicts_to_spread_is_not_skipped():
-    source = InformativeOrder(ids(40), 8, seed=0)
+    source = SkipOrder(ids(40), 8, seed=0)
     walk(source, 40, 1, lambda p: SOLVED if p == "p0" else VARIED)
     i = source.evidence.index("p0")
     assert source.skip_probability(i) > 0.0
@@ -164,7 +164,7 @@ def test_a_prompt_the_model_predicts_to_spread_is_not_skipped():
 
 
 def test_a_released_prompt_is_consumed_and_comes_back_with_its_next_pass():
-    source = InformativeOrder(ids(10), 8, seed=4)
+    source = SkipOrder(ids(10), 8, seed=4)
     first = source.next_prompts(4)
     source.release(first[0])
     rest = source.next_prompts(6)
@@ -173,7 +173,7 @@ def test_a_released_prompt_is_consumed_and_comes_back_with_its_next_pass():
 
 
 def test_next_prompt_gives_the_evidence_s_q_for_adaptive_waves():
-    source = InformativeOrder(ids(20), 8, seed=0)
+    source = SkipOrder(ids(20), 8, seed=0)
     walk(source, 20, 1, lambda p: SOLVED if p < "p1" else VARIED)
     pid, q = source.next_prompt()
     assert q == pytest.approx(1.0 - source.predicted_zero_spread(pid))
@@ -181,7 +181,7 @@ def test_next_prompt_gives_the_evidence_s_q_for_adaptive_waves():
 
 def test_bad_constants_are_refused():
     with pytest.raises(ValueError, match="retry_floor"):
-        InformativeOrder(ids(3), 8, retry_floor=1.5)
+        SkipOrder(ids(3), 8, retry_floor=1.5)
 
 
 # one script step: (k to ask for, the fate of each prompt in flight: same / varied / release / keep in flight)
@@ -193,7 +193,7 @@ ACTIONS = st.lists(
 
 
 def drive(source, actions, trace: list) -> None:
-    """The shared script (``picker_script.drive``: k returned when k are free, else refused; none in flight), and
+    """The shared script (``selector_script.drive``: k returned when k are free, else refused; none in flight), and
     at every call no prompt handed out more often than the passes begun."""
     total: Counter[str] = Counter()
 
@@ -209,7 +209,7 @@ def drive(source, actions, trace: list) -> None:
 @given(size=st.integers(1, 15), seed=st.integers(0, 5), actions=ACTIONS,
        floor=st.sampled_from([0.0, RETRY_FLOOR]), share=st.sampled_from([MAX_SKIP_SHARE, 1.0]))
 def test_any_events_keep_the_bound_and_return_k_free_prompts(size, seed, actions, floor, share):
-    source = InformativeOrder(ids(size), 8, seed=seed, retry_floor=floor, max_skip_share=share)
+    source = SkipOrder(ids(size), 8, seed=seed, retry_floor=floor, max_skip_share=share)
     drive(source, actions, [])
 
 
@@ -217,7 +217,7 @@ def test_any_events_keep_the_bound_and_return_k_free_prompts(size, seed, actions
 @given(size=st.integers(2, 12), seed=st.integers(0, 5), actions=ACTIONS)
 def test_never_twice_in_one_pass(size, seed, actions):
     """Hand-outs stamped with the pass they were made in: every (pass, prompt) at most once."""
-    source = InformativeOrder(ids(size), 8, seed=seed, max_skip_share=1.0)
+    source = SkipOrder(ids(size), 8, seed=seed, max_skip_share=1.0)
     seen: set[tuple[int, str]] = set()
     original = source._hand_out
 
@@ -234,15 +234,15 @@ def test_never_twice_in_one_pass(size, seed, actions):
 @settings(max_examples=60, deadline=None)
 @given(size=st.integers(1, 12), seed=st.integers(0, 5), before=ACTIONS, after=ACTIONS)
 def test_deterministic_and_the_state_round_trips_exactly(size, seed, before, after):
-    a = InformativeOrder(ids(size), 8, seed=seed)
-    b = InformativeOrder(ids(size), 8, seed=seed)
+    a = SkipOrder(ids(size), 8, seed=seed)
+    b = SkipOrder(ids(size), 8, seed=seed)
     trace_a, trace_b = [], []
     drive(a, before, trace_a)
     drive(b, before, trace_b)
     assert trace_a == trace_b
     state = json.loads(json.dumps(a.state_dict()))
-    restored = prompt_source_from_state(state)
-    assert type(restored) is InformativeOrder and restored.state_dict() == a.state_dict()
+    restored = selector_from_state(state)
+    assert type(restored) is SkipOrder and restored.state_dict() == a.state_dict()
     trace_a, trace_r = [], []
     drive(a, after, trace_a)
     drive(restored, after, trace_r)
@@ -261,20 +261,20 @@ def test_it_skips_zero_spread_groups_over_a_run_and_keeps_the_most_trainings_nea
         return SOLVED if pid in solved else ([1.0] * 7 + [0.0] if rng.random() < 0.5 else VARIED)
 
     counts = {}
-    for strategy in ("seed", "informative"):
-        source = prompt_source(strategy, ids(size), 8, 5)
+    for selection in ("seed", "skip"):
+        source = new_selector(selection, ids(size), 8, 5)
         trace = walk(source, 20, 100, outcome)
         picked = Counter(p for batch in trace for p in batch)
-        counts[strategy] = (sum(picked[p] for p in solved), max(picked.values()))
-    assert counts["informative"][0] < 0.75 * counts["seed"][0]
-    assert counts["informative"][1] <= 1.5 * counts["seed"][1]
+        counts[selection] = (sum(picked[p] for p in solved), max(picked.values()))
+    assert counts["skip"][0] < 0.75 * counts["seed"][0]
+    assert counts["skip"][1] <= 1.5 * counts["seed"][1]
 
 
 def test_a_prompt_handed_out_where_it_could_have_been_skipped_weighs_one_over_its_chance():
     """The importance weight: a prompt on a run of one solved group is skipped with probability 1 − RETRY_BASE, so
     when it is handed out it weighs 1 / RETRY_BASE (4); a prompt that could not have been skipped weighs 1, as every
     seed-order hand-out."""
-    source = InformativeOrder(ids(300), 8, seed=0)
+    source = SkipOrder(ids(300), 8, seed=0)
     solved = set(ids(300)[:100])
     walk(source, 300, 1, lambda p: SOLVED if p in solved else VARIED)  # first pass: nothing skipped, all weigh 1
     second = source.next_prompts(150)
@@ -292,16 +292,16 @@ def test_a_prompt_handed_out_where_it_could_have_been_skipped_weighs_one_over_it
 
 def test_with_no_skips_left_in_the_pass_a_prompt_weighs_one():
     """A pass whose skip budget is spent hands its prompts out for sure: no weight, whatever their runs."""
-    source = InformativeOrder(ids(60), 8, seed=3, max_skip_share=0.0)
+    source = SkipOrder(ids(60), 8, seed=3, max_skip_share=0.0)
     walk(source, 60, 1, lambda _: SOLVED)
     batch = source.next_prompts(60)
     assert all(source.skip_probability(source.evidence.index(p)) > 0 for p in batch)
     assert {source.weight(p) for p in batch} == {1.0}
 
 
-@pytest.mark.parametrize("strategy", ["seed", "spread"])
-def test_the_other_rules_never_weigh_a_prompt(strategy):
-    source = prompt_source(strategy, ids(40), 8, seed=0)
+@pytest.mark.parametrize("selection", ["seed", "spread"])
+def test_the_other_rules_never_weigh_a_prompt(selection):
+    source = new_selector(selection, ids(40), 8, seed=0)
     for _ in range(3):
         batch = source.next_prompts(20)
         assert {source.weight(p) for p in batch} == {1.0}

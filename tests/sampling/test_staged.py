@@ -20,7 +20,7 @@ from shopsimrl.sampling import (
 )
 from shopsimrl.sampling.adaptive import AdaptiveWaves
 from shopsimrl.sampling.modes import Siblings
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.source import new_selector
 from shopsimrl.sampling.staged import Next, StagedSiblings, after_first_stage, default_stage_size, rest_spread_chance
 from shopsimrl.sampling.step import (
     AbortRest,
@@ -146,10 +146,10 @@ STAGED = StagedSiblings.of(N)
 
 
 class Known:
-    """A prompt source wrapper whose predictions are set per prompt (the rest is the seed order's)."""
+    """A selector wrapper whose predictions are set per prompt (the rest is the seed order's)."""
 
     def __init__(self, logit=SURE_FAIL, zero=0.9):
-        self.inner = prompt_source("seed", PROMPTS, N, 0)
+        self.inner = new_selector("seed", PROMPTS, N, 0)
         self.logit, self.zero = logit, zero
 
     def __getattr__(self, name):

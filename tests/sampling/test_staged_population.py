@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from shopsimrl.sampling.estimate import PRIOR_SD, fit_population
 from shopsimrl.sampling.evidence import POPULATION_FIT_DECAY, POPULATION_FIT_MIN_GROUPS
-from shopsimrl.sampling.picker import Picker
-from shopsimrl.sampling.source import prompt_source, prompt_source_from_state
+from shopsimrl.sampling.selector import RuleSelector
+from shopsimrl.sampling.source import new_selector, selector_from_state
 from shopsimrl.sampling.staged import rest_spread_chance
 
 N = 8
@@ -30,7 +30,7 @@ def draw_groups(mean: float, sd: float, count: int, seed: int = 0) -> dict[tuple
     return counts
 
 
-def first_tries(source: Picker, outcomes: list[list[float]]) -> None:
+def first_tries(source: RuleSelector, outcomes: list[list[float]]) -> None:
     """Start and record one first group per outcome (each on a prompt never seen before)."""
     for rewards in outcomes:
         (prompt,) = source.next_prompts(1)
@@ -53,7 +53,7 @@ def test_r29_fit_population_counts_what_a_group_decided_after_k_showed():
 
 
 def test_r29_a_never_seen_prompts_logit_is_the_wide_prior_until_enough_first_tries():
-    source = prompt_source("seed", range(200), N, 0)
+    source = new_selector("seed", range(200), N, 0)
     first_tries(source, [[1.0] * N] * (math.ceil(POPULATION_FIT_MIN_GROUPS) - 1))
     (fresh,) = source.next_prompts(1)
     mean, var = source.predicted_logit(fresh)  # too few: at the skill, wide (the prior plus the skill's drift)
@@ -68,7 +68,7 @@ def test_r29_a_never_seen_prompts_logit_follows_recent_first_tries():
     # late in a run: the policy passes most prompts (logits ~ N(3, 3²)); 300 first tries of such prompts
     rng = random.Random(7)
     rates = [1.0 / (1.0 + math.exp(-rng.gauss(3.0, 3.0))) for _ in range(300)]
-    source = prompt_source("seed", range(400), N, 0)
+    source = new_selector("seed", range(400), N, 0)
     first_tries(source, [[float(rng.random() < p) for _ in range(N)] for p in rates])
     (fresh,) = source.next_prompts(1)
     mean, var = source.predicted_logit(fresh)
@@ -82,7 +82,7 @@ def test_r29_a_never_seen_prompts_logit_follows_recent_first_tries():
 
 
 def test_r29_old_first_tries_fade():
-    source = prompt_source("seed", range(1000), N, 0)
+    source = new_selector("seed", range(1000), N, 0)
     first_tries(source, [[0.0] * N] * 400 + [[1.0] * N] * 400)  # the policy learned: recent first tries pass
     (fresh,) = source.next_prompts(1)
     assert source.predicted_logit(fresh)[0] > 2.0
@@ -90,7 +90,7 @@ def test_r29_old_first_tries_fade():
 
 
 def test_r29_an_observed_prompts_logit_is_the_skill_models():
-    source = prompt_source("seed", range(100), N, 0)
+    source = new_selector("seed", range(100), N, 0)
     first_tries(source, [[1.0] * N] * 40)
     prompt = 0 if 0 in source.ever_chosen() else source.ever_chosen()[0]
     assert source.predicted_logit(prompt) == source.evidence.model.logit(prompt, True)
@@ -99,9 +99,9 @@ def test_r29_an_observed_prompts_logit_is_the_skill_models():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([4, N]), st.integers(0, N)), min_size=0, max_size=60))
 def test_r29_first_tries_survive_a_checkpoint_and_their_weight_decays(tries):
-    source = prompt_source("seed", range(100), N, 0)
+    source = new_selector("seed", range(100), N, 0)
     first_tries(source, [[1.0] * min(k, n) + [0.0] * (n - min(k, n)) for n, k in tries])
-    restored = prompt_source_from_state(source.state_dict())
+    restored = selector_from_state(source.state_dict())
     (fresh,) = source.next_prompts(1)
     restored.next_prompts(1)
     assert restored.predicted_logit(fresh) == source.predicted_logit(fresh)

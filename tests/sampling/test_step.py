@@ -21,7 +21,7 @@ from shopsimrl.sampling import (
 )
 from shopsimrl.sampling.adaptive import AdaptiveWaves
 from shopsimrl.sampling.evidence import NotEnoughPromptsError
-from shopsimrl.sampling.source import prompt_source
+from shopsimrl.sampling.source import new_selector
 from shopsimrl.sampling.step import (
     AbortRest,
     AdaptiveRefills,
@@ -45,15 +45,15 @@ def starts_of(actions):
     return [a for a in actions if isinstance(a, Start)]
 
 
-def fixed_step(target=2, wave=4, limit=8, strategy="seed", source=None):
-    source = source or prompt_source(strategy, PROMPTS, 4, 0)
+def fixed_step(target=2, wave=4, limit=8, selection="seed", source=None):
+    source = source or new_selector(selection, PROMPTS, 4, 0)
     step = RolloutStep(target, wave, source=source, sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(limit))
     return step, source
 
 
 def test_start_opens_one_whole_wave_each_group_with_all_its_siblings_on_the_seed_orders_prompts():
     step, source = fixed_step()
-    expected = prompt_source("seed", PROMPTS, 4, 0).next_prompts(4)
+    expected = new_selector("seed", PROMPTS, 4, 0).next_prompts(4)
     actions = step.start()
     assert actions == [*(Start(i, 1, expected[i], range(4), None) for i in range(4)), WaveOpened(1, range(4), 4)]
     assert source.in_flight == frozenset(expected)
@@ -87,7 +87,7 @@ def test_target_kept_ends_the_batch_with_abort_rest_naming_every_group_in_flight
 
 
 def test_results_reach_the_source_only_at_close_aborted_prompts_first_surplus_released_with_evidence():
-    step, source = fixed_step(strategy="informative")
+    step, source = fixed_step(selection="skip")
     prompts = [s.prompt for s in starts_of(step.start())]
     actions = step.complete_batch([(0, V, SPREAD), (1, V, SPREAD), (2, V, SPREAD)])
     assert [a.decision for a in actions[:3]] == [Decision.ACCEPTED, Decision.ACCEPTED, Decision.SURPLUS]
@@ -127,7 +127,7 @@ def test_stop_aborts_everything_in_flight():
 
 
 def test_adaptive_refills_start_the_predicted_number_each_with_its_chance_of_spread():
-    source = prompt_source("informative", PROMPTS, 4, 0)
+    source = new_selector("skip", PROMPTS, 4, 0)
     step = RolloutStep(4, 8, source=source, sizer=AdaptiveRefills(AdaptiveWaves(4, 8, 0.0), 4),
                        guard=ConsecutiveFailureGuard())
     starts = starts_of(step.start())
@@ -139,9 +139,9 @@ def test_adaptive_refills_start_the_predicted_number_each_with_its_chance_of_spr
 
 
 # -- the step decides exactly as the hand-written loop it replaced --------------------------------------
-def hand_written_loop(supply, target, wave, limit, strategy, adaptive, n=4):
+def hand_written_loop(supply, target, wave, limit, selection, adaptive, n=4):
     """The loop the driver, the simulator and slime's rollout function each wrote around WaveController."""
-    source = prompt_source(strategy, PROMPTS, n, 0)
+    source = new_selector(selection, PROMPTS, n, 0)
     ctrl = WaveController(target, wave, guard=ConsecutiveFailureGuard(limit))
     rule = AdaptiveWaves(target, wave, -1.5)
     heap, prompt_of, chance, feedback, log = [], {}, {}, [], []
@@ -188,9 +188,9 @@ def hand_written_loop(supply, target, wave, limit, strategy, adaptive, n=4):
     return log, (aborted, source.state_dict())
 
 
-def step_loop(supply, target, wave, limit, strategy, adaptive, n=4):
+def step_loop(supply, target, wave, limit, selection, adaptive, n=4):
     """The same run as a shell around RolloutStep."""
-    source = prompt_source(strategy, PROMPTS, n, 0)
+    source = new_selector(selection, PROMPTS, n, 0)
     step = new_step(target, wave, n, source=source, waves="adaptive" if adaptive else "fixed", cushion=-1.5,
                     guard=ConsecutiveFailureGuard(limit))
     heap, log = [], []
@@ -231,7 +231,7 @@ def runs(draw):
     target = draw(st.integers(1, 6))
     wave = draw(st.integers(target, 3 * target))
     supply = draw(st.lists(st.tuples(st.sampled_from([V, Z, T]), st.integers(0, 9).map(float)), min_size=1, max_size=40))
-    return (supply, target, wave, draw(st.integers(1, 10)), draw(st.sampled_from(["seed", "informative"])),
+    return (supply, target, wave, draw(st.integers(1, 10)), draw(st.sampled_from(["seed", "skip"])),
             draw(st.booleans()))
 
 
@@ -244,7 +244,7 @@ def test_the_step_decides_and_starts_exactly_as_the_hand_written_loop(run):
 def test_runs_first_k_from_a_staged_start_until_its_first_stage_is_reported():
     from shopsimrl.sampling.staged import StagedSiblings
 
-    source = prompt_source("seed", PROMPTS, 4, 0)
+    source = new_selector("seed", PROMPTS, 4, 0)
     step = RolloutStep(2, 4, source=source, sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(8),
                        staging=StagedSiblings.of(4, 2, skip_q=1.0))
     starts = starts_of(step.start())  # no group is sure to spread (skip_q 1): every group starts its first K
@@ -264,7 +264,7 @@ def test_runs_first_k_is_never_true_without_staging():
 def staged_fixed_step(target=1, wave=4, limit=8):
     from shopsimrl.sampling.staged import StagedSiblings
 
-    source = prompt_source("seed", PROMPTS, 4, 0)
+    source = new_selector("seed", PROMPTS, 4, 0)
     return RolloutStep(target, wave, source=source, sizer=FixedWaves(4), guard=ConsecutiveFailureGuard(limit),
                        staging=StagedSiblings.of(4, 2, skip_q=1.0))
 
@@ -334,7 +334,7 @@ def test_stopped_early_comes_just_before_its_decision():
         """Every prompt is predicted to fail for sure: agreement after K is a stop."""
 
         def __init__(self):
-            self.inner = prompt_source("seed", PROMPTS, 4, 0)
+            self.inner = new_selector("seed", PROMPTS, 4, 0)
 
         def __getattr__(self, name):
             return getattr(self.inner, name)
@@ -354,7 +354,7 @@ def test_stopped_early_comes_just_before_its_decision():
 
 
 def test_the_factory_picks_the_sizer_from_the_wave_mode():
-    source = prompt_source("informative", PROMPTS, 4, 0)
+    source = new_selector("skip", PROMPTS, 4, 0)
     assert isinstance(new_step(4, 8, 4, source=source).sizer, FixedWaves)
     adaptive = new_step(4, 8, 4, source=source, waves="adaptive", cushion=0.5)
     assert isinstance(adaptive.sizer, AdaptiveRefills) and adaptive.sizer.rule.cushion == 0.5

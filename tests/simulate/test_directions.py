@@ -103,11 +103,11 @@ def test_cli_refuses_directions_with_clusters(tmp_path, capsys):
 
 def test_the_learner_world_ranks_the_strategies_as_the_learner_does():
     """The acceptance of the learner world: on the report seeds 0-4 (the fit used 100-104) it orders every pair of
-    the five strategies that the learner separates on held-out success as the learner does."""
+    the five selections that the learner separates on held-out success as the learner does."""
     from benchmarks.bench_learner_world import learner_targets
     from shopsimrl.simulate.calibrate_learner import RANKED
     from shopsimrl.simulate.side_by_side import compare
 
-    out = compare(steps=30, seeds=(0, 1, 2, 3, 4), world=LEARNER_2000, strategies=RANKED)
+    out = compare(steps=30, seeds=(0, 1, 2, 3, 4), world=LEARNER_2000, selections=RANKED)
     check = next(iter(learner_targets(out["summary"]).values()))
     assert check["met"], check["disagreements"]

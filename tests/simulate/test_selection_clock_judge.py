@@ -38,11 +38,11 @@ def test_a_run_that_saves_episodes_but_not_time_is_judged_on_time():
 def test_async_is_paired_with_sync_of_the_same_strategy_and_the_best_is_the_quickest_to_seed_fixeds_final():
     base = {str(s): run([(0, 0, 0.5), (2560, 1000, 0.6), (5120, 2000, 0.7)]) for s in range(3)}
     quick = {str(s): run([(0, 0, 0.5), (2560, 800, 0.65 + s / 100), (5120, 1600, 0.72)]) for s in range(3)}
-    figs = {"seed/fixed": base, "informative/fixed": base, "informative/fixed+async": quick}
+    figs = {"seed/fixed": base, "skip/fixed": base, "skip/fixed+async": quick}
     out = analyse(figs)
-    assert out["best"] == "informative/fixed+async"
-    assert set(out["async_against_sync"]) == {"informative/fixed"}
-    assert out["async_against_sync"]["informative/fixed"]["at_equal_model_time"]["worst_low"] > 0
+    assert out["best"] == "skip/fixed+async"
+    assert set(out["async_against_sync"]) == {"skip/fixed"}
+    assert out["async_against_sync"]["skip/fixed"]["at_equal_model_time"]["worst_low"] > 0
     assert all(t["met"] for t in out["targets"].values())
 
 
@@ -56,7 +56,7 @@ def test_the_intervals_width_shrinks_with_the_seeds_and_the_verdict_names_the_se
 
 
 def test_every_run_of_the_judge_is_on_the_modelled_clock_and_async_runs_train_async():
-    argv = run_argv(REGIME, "informative/adaptive/staged+async", 3, REGIME_OUT, "x")
+    argv = run_argv(REGIME, "skip/adaptive/staged+async", 3, REGIME_OUT, "x")
     assert argv[argv.index("--clock") + 1] == "modelled" and argv[argv.index("--loop") + 1] == "async"
     assert argv[argv.index("--siblings") + 1] == "staged" and argv[argv.index("--waves") + 1] == "adaptive"
     assert "--loop" not in run_argv(REGIME, "seed/fixed", 3, REGIME_OUT, "y")

@@ -12,7 +12,7 @@ from benchmarks.bench_selection import RELEASE, forecast_calibration, paired, ta
 
 def test_the_release_regime_is_the_release_runs_length_over_the_default_catalog():
     assert RELEASE.products is None and RELEASE.steps == 80 and RELEASE.budget == 80 * 32 * 8
-    assert RELEASE.strategies[0] == "seed/fixed" and "forecast/adaptive" in RELEASE.strategies
+    assert RELEASE.configs[0] == "seed/fixed" and "forecast/adaptive" in RELEASE.configs
 
 
 def test_the_forecast_targets_say_met_or_not_with_the_numbers():

@@ -47,7 +47,7 @@ def test_pairs_by_seed_from_2500_episodes_and_at_the_largest_cost_both_reached()
     assert eq["per_seed"][1]["at_seed_fixed_evaluations"] == [pytest.approx(-0.05), pytest.approx(-0.05), None]
     assert eq["median_per_evaluation"] == [pytest.approx(0.0), pytest.approx(0.0), None]
     assert eq["median_at_common_last"] == pytest.approx(0.0) and eq["worst_median"] == pytest.approx(0.0)
-    assert eq["per_seed"][0]["at_common_last"] == pytest.approx(0.02)  # at 4,000 episodes, the strategy's last
+    assert eq["per_seed"][0]["at_common_last"] == pytest.approx(0.02)  # at 4,000 episodes, the selection's last
     assert out["informative_per_1k_ratio"]["median"] == pytest.approx(1.6)
     assert out["max_trainings_ratio"]["median"] == pytest.approx(1.5)
     assert out["final_eval_success_diff"]["per_seed"][1] == pytest.approx(4000 / 10240 - 5120 / 10240 - 0.05)
@@ -79,23 +79,23 @@ def test_targets_say_met_or_not_with_the_numbers():
     fast = {s: run([(x, 0.5 + x / 10000) for x in grid[:5]], 70.0, 8.0) for s in (0, 1)}
     slow = {s: run([(x, 0.5 + x / 20000 - 0.03) for x in grid], 60.0, 20.0) for s in (0, 1)}
     regimes = {"products_2000": {"summary": {"seed/fixed": {"max_trainings_per_prompt": 6.0},
-                                             "informative/fixed": {"max_trainings_per_prompt": 20.0},
-                                             "informative/adaptive": {"max_trainings_per_prompt": 8.0}},
-                                 "paired": paired({"seed/fixed": base, "informative/adaptive": fast,
-                                                   "informative/fixed": slow})}}
+                                             "skip/fixed": {"max_trainings_per_prompt": 20.0},
+                                             "skip/adaptive": {"max_trainings_per_prompt": 8.0}},
+                                 "paired": paired({"seed/fixed": base, "skip/adaptive": fast,
+                                                   "skip/fixed": slow})}}
     checks = targets({"regimes": regimes})
-    better = checks["products_2000: informative/adaptive held-out success at equal generated episodes >= "
+    better = checks["products_2000: skip/adaptive held-out success at equal generated episodes >= "
                     "seed/fixed - 0.01"]
     assert better["met"] and better["met_by_every_interval"]
-    held = checks["products_2000: informative/fixed held-out success at equal generated episodes >= seed/fixed - 0.01"]
+    held = checks["products_2000: skip/fixed held-out success at equal generated episodes >= seed/fixed - 0.01"]
     assert not held["met"] and held["value"] == pytest.approx(-0.03)
     assert not held["met_by_every_interval"] and held["worst_interval_low"] == pytest.approx(-0.03)
-    assert checks["products_2000: informative/adaptive informative groups per 1k generated episodes >= 1.3x "
+    assert checks["products_2000: skip/adaptive informative groups per 1k generated episodes >= 1.3x "
                   "seed/fixed"]["value"] == pytest.approx(1.4)
-    reach = checks["products_2000: informative/adaptive episodes to reach seed/fixed's final success <= 0.8x "
+    reach = checks["products_2000: skip/adaptive episodes to reach seed/fixed's final success <= 0.8x "
                    "(one catalog)"]
     assert reach["met"] and reach["value"] == pytest.approx(0.5)  # seed/fixed's final 0.884: at 3,840 against 7,680
-    assert not checks["products_2000: informative/fixed most trainings of one prompt <= 1.5x seed order's"]["met"]
+    assert not checks["products_2000: skip/fixed most trainings of one prompt <= 1.5x seed order's"]["met"]
     json.dumps(checks)  # the block goes into the results file as it is
 
 
@@ -117,8 +117,8 @@ def test_every_strategy_is_judged_within_seed_fixed_s_budget_of_generated_episod
     """Adaptive waves spend less per step, so they run more steps; only the steps within 7,680 episodes count."""
     products = REGIMES[0]
     assert products.budget == 30 * 32 * 8 == 7680
-    assert products.steps_of("seed/fixed") == products.steps_of("informative/fixed") == 30
-    assert products.steps_of("informative/adaptive") == products.steps_of("informative/adaptive/staged") == 60
+    assert products.steps_of("seed/fixed") == products.steps_of("skip/fixed") == 30
+    assert products.steps_of("skip/adaptive") == products.steps_of("skip/adaptive/staged") == 60
     rows = [{"step": k, "rollout/shopsim/waste/episodes_submitted": 200.0} for k in range(1, 49)]
     kept = within(rows, 7680.0)
     assert [r["step"] for r in kept] == list(range(1, 39))  # 38 × 200 = 7,600; the 39th would pass the budget

@@ -9,7 +9,7 @@ import pytest
 
 from shopsimrl.cli import main
 from shopsimrl.sampling.estimate import zero_spread_probability
-from shopsimrl.sampling.spread import SpreadPicker
+from shopsimrl.sampling.spread import SpreadSelector
 from shopsimrl.simulate.calibrate import (
     FIT_SEEDS,
     RELEASE_ONLY_FIT,
@@ -73,8 +73,8 @@ def test_the_joint_fit_prefers_the_calibrated_world_to_the_release_only_fit():
 
 
 def test_runs_are_deterministic_and_keep_the_controller_s_books():
-    a = simulate_run(selection="informative", waves="adaptive", steps=6, seed=3, keep_timelines=(6,))
-    b = simulate_run(selection="informative", waves="adaptive", steps=6, seed=3)
+    a = simulate_run(selection="skip", waves="adaptive", steps=6, seed=3, keep_timelines=(6,))
+    b = simulate_run(selection="skip", waves="adaptive", steps=6, seed=3)
     assert [s.as_dict() for s in a.steps] == [s.as_dict() for s in b.steps]
     for s in a.steps:
         assert s.accepted + s.fallback == 16
@@ -93,7 +93,7 @@ def test_cli_writes_summary_and_pictures(tmp_path, capsys):
     out = tmp_path / "sim"
     assert main(["simulate", "--steps", "4", "--seeds", "0", "--timeline-step", "2", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["summary"]) == {"seed/fixed", "informative/fixed", "seed/adaptive", "informative/adaptive",
+    assert set(summary["summary"]) == {"seed/fixed", "skip/fixed", "seed/adaptive", "skip/adaptive",
                                        "seen-oracle/adaptive", "oracle/fixed", "oracle/adaptive"}
     for name in ("step_bars.png", "wave_timeline_seed_fixed.png", "wave_timeline_informative_adaptive.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -112,7 +112,7 @@ def test_cli_refuses_a_timeline_step_outside_the_run(tmp_path, capsys):
 def test_the_oracle_bounds_the_selectors():
     """Same world, same steps: the oracle trains at least as many informative groups per episode."""
     oracle = simulate_run(selection="oracle", waves="fixed", steps=30, seed=1).summary(8)
-    for selection in ("seed", "informative"):
+    for selection in ("seed", "skip"):
         other = simulate_run(selection=selection, waves="fixed", steps=30, seed=1).summary(8)
         assert oracle["informative_per_1k_generated_episodes"] >= other["informative_per_1k_generated_episodes"]
 
@@ -126,7 +126,7 @@ def test_the_seen_oracle_knows_only_the_prompts_it_has_observed():
 
     world = World(WorldParams(), 3)
     seen = SeenOracleSelector(world, 8, 3)
-    learned = SpreadPicker(world.prompt_ids, 8, seed=3)
+    learned = SpreadSelector(world.prompt_ids, 8, seed=3)
     assert seen.next_prompts(5) == learned.next_prompts(5)
     pid = next(iter(seen.in_flight))
     assert seen.predicted_zero_spread(pid) == learned.predicted_zero_spread(pid)  # not observed: the population's
@@ -170,16 +170,16 @@ def test_world_refuses_impossible_clusters():
 
 
 def test_labels_let_adaptive_selection_try_every_cluster_where_learning_stays_inside():
-    """50 clusters, no transfer, 30 steps: told the clusters, informative/adaptive generates a prompt of every
+    """50 clusters, no transfer, 30 steps: told the clusters, skip/adaptive generates a prompt of every
     cluster (they are tried first when a pick explores); the run reports the clusters it generated."""
     world = WorldParams(clusters=50, transfer=0.0)
-    run = simulate_run(selection="informative", waves="adaptive", steps=30, seed=0, world=world)
+    run = simulate_run(selection="skip", waves="adaptive", steps=30, seed=0, world=world)
     assert run.clusters_generated == 50
     assert len(run.cluster_pass_rates) == 50
     summary = run.summary(8)
     assert summary["clusters_generated"] == 50
     assert summary["cluster_final_pass_min"] <= summary["cluster_final_pass_median"]
-    plain = simulate_run(selection="informative", waves="adaptive", steps=3, seed=0)
+    plain = simulate_run(selection="skip", waves="adaptive", steps=3, seed=0)
     assert plain.clusters_generated is None and "cluster_final_pass_min" not in plain.summary(8)
 
 
@@ -189,8 +189,8 @@ def test_cli_runs_a_clustered_world_and_draws_the_per_cluster_pass_rates(tmp_pat
                  "--transfer", "0.3", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world"]["clusters"] == 10 and summary["world"]["transfer"] == 0.3
-    assert "informative/adaptive, no labels" in summary["summary"]
-    row = summary["summary"]["informative/adaptive"]
+    assert "skip/adaptive, no labels" in summary["summary"]
+    row = summary["summary"]["skip/adaptive"]
     assert {"cluster_final_pass_min", "cluster_final_pass_median", "clusters_generated_min"} <= set(row)
     assert set(summary) == {"world", "steps", "seeds", "summary"}  # results only: no benchmark's targets
     assert (out / "cluster_pass_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,6 @@
 """slime's asynchronous loop (``train_async.py``, ``ASYNC=1``) with the launcher's argv and our hooks.
 
-One configuration with our data source (``SELECTION=informative WAVES=fixed``), shorter than the
+One configuration with our data source (``SELECTION=skip WAVES=fixed``), shorter than the
 ``train.py`` legs: 24 steps, an eval every 5, a checkpoint every 10, the training actor crashing at
 step 15, the resume through slime's own ``load``.  rollout k+1 is generated before step k trains
 (the stand-in Ray runs each call when made, so the two do not overlap in time: the order is slime's,
@@ -28,7 +28,7 @@ SETTINGS = LoopSettings(steps=24, eval_interval=5, save_interval=10, crash_at=15
 
 @pytest.fixture(scope="module")
 def async_run(slime_src, tmp_path_factory):
-    return run_configuration(slime_src, tmp_path_factory.mktemp("slime-async"), "informative", "fixed", SETTINGS)
+    return run_configuration(slime_src, tmp_path_factory.mktemp("slime-async"), "skip", "fixed", SETTINGS)
 
 
 def test_the_legs_ran_slimes_train_async(async_run):
@@ -37,7 +37,7 @@ def test_the_legs_ran_slimes_train_async(async_run):
     assert full["script"] == crash["script"] == resume["script"] == "train_async.py"
     assert crash["status"] == 3 and "injected" in crash["error"]
     assert min(map(int, resume["trained"])) == SETTINGS.resume_from == 10
-    assert async_run.name == "SELECTION=informative WAVES=fixed ASYNC=1"
+    assert async_run.name == "SELECTION=skip WAVES=fixed ASYNC=1"
 
 
 @pytest.mark.parametrize("check", [c for c in CHECKS if c != "resume"])

@@ -13,7 +13,7 @@ import pytest
 from shopsimrl.slime.harness.loop import LoopSettings, harness_args, launcher_env, prepare, run_leg
 
 
-@pytest.mark.parametrize("selection", ["seed", "informative"])
+@pytest.mark.parametrize("selection", ["seed", "skip"])
 def test_partial_rollout_is_refused_at_launch(slime_src, tmp_path, selection):
     settings = LoopSettings(steps=3, tasks=200, extra=("--partial-rollout",))
     paths = prepare(tmp_path, settings)
@@ -29,7 +29,7 @@ def test_the_wave_cushion_reaches_slime(slime_src, tmp_path):
                                                                          "N_SAMPLES_PER_PROMPT": "2",
                                                                          "SHOPSIM_WAVE_CUSHION": "0.5"})
     paths = prepare(tmp_path, settings)
-    leg = run_leg(slime_src, tmp_path / "leg", launcher_env("informative", "adaptive", paths, tmp_path / "leg", settings),
+    leg = run_leg(slime_src, tmp_path / "leg", launcher_env("skip", "adaptive", paths, tmp_path / "leg", settings),
                   harness_args(paths, settings))
     assert leg["status"] == 0, leg.get("error")
     assert leg["args"]["shopsim_wave_cushion"] == 0.5

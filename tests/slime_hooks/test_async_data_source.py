@@ -27,7 +27,7 @@ def args(tmp_path):
                                for i in range(40)))
     return SimpleNamespace(prompt_data=str(prompts), input_key="prompt", metadata_key="metadata", n_samples_per_prompt=2,
                            rollout_seed=0, save=str(tmp_path / "ckpt"), load=str(tmp_path / "ckpt"), reward_key="reward",
-                           shopsim_selection="informative")
+                           shopsim_selection="skip")
 
 
 def generate(source, kit, args, rollout_id) -> list[str]:

@@ -57,7 +57,7 @@ def test_async_with_a_slime_that_has_no_async_loop_is_refused_in_one_line(monkey
     assert err.strip().count("\n") == 0 and f"SLIME_DIR={old} does not have" in err
 
 
-@pytest.mark.parametrize("selection", ["seed", "informative"])
+@pytest.mark.parametrize("selection", ["seed", "skip"])
 @pytest.mark.parametrize(("asynchronous", "script"), [("1", "train_async.py"), ("0", "train.py")])
 def test_the_printed_command_runs_the_chosen_loop_with_the_same_arguments(monkeypatch, capsys, tmp_path, asynchronous,
                                                                           script, selection):

@@ -114,12 +114,12 @@ def test_bad_prompt_file_is_named(tmp_path, args, kit):
 def test_selection_informative_puts_the_data_source_on_slime_s_command_line(tmp_path):
     from shopsimrl.slime.launch import LaunchError, TrainConfig
 
-    config = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SELECTION": "informative"})
+    config = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SELECTION": "skip"})
     argv = config.train_args()
     assert argv[argv.index("--data-source-path") + 1] == "shopsimrl.slime.data_source.SelectorDataSource"
-    assert config.custom_config()["shopsim_selection"] == "informative"
+    assert config.custom_config()["shopsim_selection"] == "skip"
     assert "--data-source-path" not in TrainConfig.from_env({"RUN_DIR": str(tmp_path)}).train_args()
-    with pytest.raises(LaunchError, match="SELECTION=.greedy. is not one of seed, informative, spread"):
+    with pytest.raises(LaunchError, match="SELECTION=.greedy. is not one of seed, skip, spread"):
         TrainConfig.from_env({"RUN_DIR": str(tmp_path), "SELECTION": "greedy"}).check()
     adaptive = TrainConfig.from_env({"RUN_DIR": str(tmp_path), "WAVES": "adaptive"})
     argv = adaptive.train_args()
@@ -139,22 +139,22 @@ def test_under_our_adaptive_rollout_function_the_selector_explores_over_the_adap
 
 
 def test_each_strategy_through_the_data_source_and_the_concentration_figures_in_slime_s_log(args, kit):
-    """The data source takes every strategy (the one default: seed) and refuses an unknown one naming the choices;
+    """The data source takes every selection (the one default: seed) and refuses an unknown one naming the choices;
     the log hook adds the trained prompts' concentration figures, which a checkpoint carries on."""
-    from shopsimrl.sampling.informative import InformativeOrder
     from shopsimrl.sampling.order import SeedOrder
-    from shopsimrl.sampling.spread import SpreadPicker
+    from shopsimrl.sampling.skip import SkipOrder
+    from shopsimrl.sampling.spread import SpreadSelector
 
     args.shopsim_selection = None
     assert type(SelectorDataSource(args, sample_cls=kit.Sample).selector) is SeedOrder
     args.shopsim_selection = "spread"
-    assert type(SelectorDataSource(args, sample_cls=kit.Sample).selector) is SpreadPicker
+    assert type(SelectorDataSource(args, sample_cls=kit.Sample).selector) is SpreadSelector
     args.shopsim_selection = "greedy"
-    with pytest.raises(ValueError, match="shopsim_selection: strategy must be one of seed, informative, spread"):
+    with pytest.raises(ValueError, match="shopsim_selection: selection must be one of seed, skip, spread"):
         SelectorDataSource(args, sample_cls=kit.Sample)
-    args.shopsim_selection = "informative"
+    args.shopsim_selection = "skip"
     source = SelectorDataSource(args, sample_cls=kit.Sample)
-    assert type(source.selector) is InformativeOrder
+    assert type(source.selector) is SkipOrder
     for rollout_id in range(2):
         groups = source.get_samples(6)
         completed = finish(kit, groups, lambda t: [1.0, 0.0, 1.0, 0.0])
@@ -174,7 +174,7 @@ def test_the_informative_rule_s_weight_is_in_the_drawn_samples_metadata_and_the_
                                                                                                                kit):
     """A prompt re-tried on a run of zero-spread groups is drawn with its importance weight in every sample's
     metadata (the reward post-process applies it); the seed order's samples are drawn as before."""
-    for selection, weighted in (("informative", True), ("seed", False)):
+    for selection, weighted in (("skip", True), ("seed", False)):
         args.shopsim_selection = selection
         source = SelectorDataSource(args, sample_cls=kit.Sample)
         first = source.get_samples(40)  # a whole pass

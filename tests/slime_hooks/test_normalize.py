@@ -130,7 +130,7 @@ def test_cispo_is_std_normalized_not_raw(kit):
 
 
 def test_a_group_s_importance_weight_multiplies_its_advantages(kit):
-    """The informative rule's weight travels in the samples' metadata (``shopsim_weight``) and scales the group's
+    """The skip rule's weight travels in the samples' metadata (``shopsim_weight``) and scales the group's
     advantages; a group without it weighs 1."""
     weighted = [kit.scored(0, i, r) for i, r in enumerate([1.0, 0.0, 0.0, 1.0])]
     for sample in weighted:

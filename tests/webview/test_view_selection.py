@@ -27,7 +27,7 @@ def informative(tmp_path_factory, catalog_cache) -> Path:
     out = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SHOPSIMRL_CACHE", str(catalog_cache))
-        assert cli.main(["--products", str(PRODUCTS), "--view", "plain", "--no-timeline", "--selection", "informative",
+        assert cli.main(["--products", str(PRODUCTS), "--view", "plain", "--no-timeline", "--selection", "skip",
                          "--n-samples-per-prompt", "4", "--global-batch-size", "32", "--steps", "6",
                          "--out", str(out), "--name", "inf"]) == 0
     return out
@@ -40,7 +40,7 @@ def test_the_prompts_found_skipped_are_the_steps_own_count(informative):
     found: dict[int, int] = {}
     for task in ids:
         rule, turns, notes = skips(folder, run, task)
-        assert rule == "informative" and notes == []
+        assert rule == "skip" and notes == []
         for turn in turns:
             found[turn.step] = found.get(turn.step, 0) + turn.skipped
     rows = {r["step"]: r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())}

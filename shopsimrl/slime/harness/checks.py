@@ -12,7 +12,7 @@ N/A where it does not apply:
 - ``distinct``: no prompt handed out twice in a step;
 - ``weight``: every trained sample's advantage, as slime's training actor received it, is the GRPO
   advantage of its group's raw rewards times the importance weight its samples were drawn with
-  (1 without one); with ``SELECTION=informative`` at least one trained group must carry a weight
+  (1 without one); with ``SELECTION=skip`` at least one trained group must carry a weight
   above 1 (else NOT RUN: the weight went untested);
 - ``replay``: the keep/drop decisions equal our own replay (``sampling.recorded.replay_recorded``)
   of the completions slime processed, in its order and batches, and the drop counts slime logged
@@ -50,7 +50,7 @@ from shopsimrl.sampling import (
 from shopsimrl.sampling import metrics as m
 from shopsimrl.sampling.modes import WaveMode
 from shopsimrl.sampling.recorded import Finished, Opened, replay_recorded
-from shopsimrl.sampling.selector import SELECTOR_PREFIX
+from shopsimrl.sampling.selection_metrics import SELECTOR_PREFIX
 from shopsimrl.slime.harness.outcome import Outcome, Status
 from shopsimrl.slime.harness.recorded_leg import finished, group_size, nothing_to_compare, trained_groups
 from shopsimrl.slime.harness.weight_check import check_weights

@@ -32,7 +32,7 @@ PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
-class Finished:
+class ChildExit:
     """How a child ended: its exit status, or ``None`` when it was killed (time limit) or never started (stopping)."""
 
     returncode: int | None
@@ -51,11 +51,11 @@ class Children:
         self._stopping = False
 
     def run(self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
-            timeout: float | None = None) -> Finished:
+            timeout: float | None = None) -> ChildExit:
         """Run ``argv`` to its end or its time limit (``timeout``, else the children's), its output to ``log``."""
         with self._lock:
             if self._stopping:
-                return Finished(None, stopped=True)
+                return ChildExit(None, stopped=True)
             with open(log, "wb") as out:
                 process = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                            env={**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())})
@@ -72,7 +72,7 @@ class Children:
                 self._running.pop(process.pid, None)
         with self._lock:
             stopped = self._stopping and (returncode is None or returncode < 0)  # killed by kill_all
-        return Finished(None if stopped else returncode, timed_out=timed_out and not stopped, stopped=stopped,
+        return ChildExit(None if stopped else returncode, timed_out=timed_out and not stopped, stopped=stopped,
                         seconds=time.monotonic() - started)
 
     def kill_all(self) -> None:
@@ -102,7 +102,7 @@ def child_env(folder: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)}
 
 
-def child_result(out: Path, log: Path, ended: Finished, timeout: float) -> dict[str, Any]:
+def child_result(out: Path, log: Path, ended: ChildExit, timeout: float) -> dict[str, Any]:
     """What a child wrote to ``out``, or why it wrote nothing (``status`` None)."""
     tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
     if ended.stopped:

@@ -36,7 +36,7 @@ from typing import Any
 from shopsimrl.defaults import HOOKS
 from shopsimrl.io import atomic_write_text
 from shopsimrl.sampling import group_verdict
-from shopsimrl.sampling.picker import Picker as PromptSelector
+from shopsimrl.sampling.selector import RuleSelector
 from shopsimrl.sampling.verdict import iter_samples
 from shopsimrl.slime.batch import SlimeBatch
 from shopsimrl.slime.data_source import SelectorDataSource
@@ -189,7 +189,7 @@ def _observe(recorder: Recorder) -> None:
     # every completed group is settled with the selector (recorded, or released: technical or surplus), by the step's
     # close() under our rollout function or by the all-samples hook on slime's own loop; the prompts released
     # without a result (aborted) are not counted
-    real_settle = PromptSelector.settle
+    real_settle = RuleSelector.settle
 
     def counted(self: Any, prompt_id: Any, *args: Any, **kwargs: Any) -> Any:
         if prompt_id in self.in_flight:
@@ -198,7 +198,7 @@ def _observe(recorder: Recorder) -> None:
             recorder.feedback.append(["record", rid])
         return real_settle(self, prompt_id, *args, **kwargs)
 
-    PromptSelector.settle = counted  # type: ignore[method-assign]
+    RuleSelector.settle = counted  # type: ignore[method-assign]
 
     def on_train(rollout_id: int, data: dict[str, Any]) -> None:
         parts = data["parts"]

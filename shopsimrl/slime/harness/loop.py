@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.sampling.modes import STRATEGIES, WAVE_MODES, Strategy
+from shopsimrl.sampling.modes import SELECTIONS, WAVE_MODES, Selection
 from shopsimrl.sampling.verdict import Verdict, reward_spread_verdict
 from shopsimrl.slime.harness import workspace
 from shopsimrl.slime.harness.checks import checks
@@ -26,7 +26,6 @@ from shopsimrl.slime.harness.outcome import Outcome
 from shopsimrl.slime.harness.recorded_leg import finished, trained_groups
 from shopsimrl.slime.harness.weight_check import SKIPPING
 
-SELECTIONS = STRATEGIES
 WAVES = WAVE_MODES
 CONFIGURATIONS = tuple((s, w) for s in SELECTIONS for w in WAVES)
 #: The launcher's variables for slime's asynchronous loop (``train_async.py``, which refuses colocation).
@@ -42,7 +41,7 @@ class LoopSettings:
     save_interval: int = 20
     crash_at: int = 45
     tasks: int = 800
-    #: the ``SELECTION=informative`` and ``forecast`` legs' prompts (the first of the 800): about 3.5 epoch passes in 80 steps, so
+    #: the ``SELECTION=skip`` and ``forecast`` legs' prompts (the first of the 800): about 3.5 epoch passes in 80 steps, so
     #: the rule skips, re-tries and weighs (over 800 it never meets a prompt twice). The other legs keep 800:
     #: slime's own data source (``SELECTION=seed WAVES=fixed``) does not know what is in flight and, where an
     #: epoch pass ends inside a step, hands a prompt out a second time in that step (slime 624b824's behaviour)
@@ -138,7 +137,7 @@ def launcher_env(selection: str, waves: str, paths: dict[str, Path], directory: 
         "SELECTION": selection, "WAVES": waves, "NUM_ROLLOUT": str(settings.steps),
         "SAVE_INTERVAL": str(settings.save_interval), "HF_CHECKPOINT": str(paths["hf"]),
         "REF_LOAD": str(directory / "ref"), "SAVE_DIR": str(directory / "checkpoints"), "RUN_DIR": str(directory),
-        "PROMPT_DATA": str(paths["train_informative" if Strategy.parse(selection) in SKIPPING else "train"]),
+        "PROMPT_DATA": str(paths["train_informative" if Selection.parse(selection) in SKIPPING else "train"]),
         **settings.env,
     }
 

@@ -1,17 +1,17 @@
 """The ``weight`` check: slime's training actor gets each trained group's GRPO advantages times the importance weight
-its samples were drawn with (the informative rule's, ``shopsim_weight``; 1 without one)."""
+its samples were drawn with (the skip rule's, ``shopsim_weight``; 1 without one)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from shopsimrl.sampling import grpo_advantages
-from shopsimrl.sampling.modes import DEFAULT_STRATEGY, Strategy
+from shopsimrl.sampling.modes import DEFAULT_SELECTION, Selection
 from shopsimrl.slime.harness.outcome import Outcome, Status
 from shopsimrl.slime.harness.recorded_leg import nothing_to_compare, trained_groups
 
-#: The strategies that skip prompts in their order, and so weigh the groups they hand out (``shopsim_weight``).
-SKIPPING = frozenset({Strategy.INFORMATIVE, Strategy.FORECAST})
+#: The selections that skip prompts in their order, and so weigh the groups they hand out (``shopsim_weight``).
+SKIPPING = frozenset({Selection.SKIP, Selection.FORECAST})
 
 
 def check_weights(leg: dict[str, Any]) -> Outcome:
@@ -43,6 +43,6 @@ def check_weights(leg: dict[str, Any]) -> Outcome:
                                 f"{weight:g} x {[round(a, 4) for a in plain]}")
     if problems:
         return Outcome.of(problems[:5])
-    if not weighted and Strategy.parse(args.get("shopsim_selection") or DEFAULT_STRATEGY) in SKIPPING:
+    if not weighted and Selection.parse(args.get("shopsim_selection") or DEFAULT_SELECTION) in SKIPPING:
         return Outcome.not_run("no trained group carried an importance weight above 1: the weight went untested")
     return Outcome(Status.PASS, note=f"{weighted} trained group(s) with an importance weight above 1")

@@ -1,6 +1,6 @@
-"""``InformativeOrder``: the ``informative`` rule, the seed order with the prompts that teach nothing skipped.
+"""``SkipOrder``: the ``skip`` rule, the seed order with the prompts that teach nothing skipped.
 
-The principle (docs/efficient-sampling.md, from the main job's learner): select to skip
+The principle (docs/selection.md, from the main job's learner): select to skip
 prompts whose groups would carry no gradient, never to train some prompts more often than
 the data's own order would.  Under GRPO a zero-spread group contributes nothing, so skipping
 such a prompt changes the expected gradient only where the prediction was wrong, while
@@ -59,8 +59,8 @@ import random
 from collections import deque
 from typing import Any
 
-from shopsimrl.sampling.modes import Strategy, WaveMode
-from shopsimrl.sampling.picker import Picker, epoch_order, take_deferred
+from shopsimrl.sampling.modes import Selection, WaveMode
+from shopsimrl.sampling.selector import RuleSelector, epoch_order, take_deferred
 
 #: Each solved group in a row quarters a prompt's chance of a re-try (GRESO's ``1 − p ** run`` skip): one solved
 #: group skips three turns in four.  GRESO's 0.5 skipped too little of what the learner wastes its episodes on (one
@@ -89,10 +89,10 @@ def skip_share_for_waves(waves: WaveMode | str) -> float:
     return ADAPTIVE_MAX_SKIP_SHARE if WaveMode.parse(waves) is WaveMode.ADAPTIVE else MAX_SKIP_SHARE
 
 
-class InformativeOrder(Picker):
+class SkipOrder(RuleSelector):
     """The seed's epoch passes, skipping prompts on a run of zero-spread groups (see the module docstring)."""
 
-    strategy = Strategy.INFORMATIVE
+    selection = Selection.SKIP
 
     def __init__(
         self,

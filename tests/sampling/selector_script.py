@@ -1,4 +1,4 @@
-"""A script run against a prompt source, checking the contract at every call (the selector tests share it).
+"""A script run against a selector, checking the contract at every call (the selector tests share it).
 
 A script step is (k to ask for, how to finish each prompt in flight: ``same`` records an all-same group,
 ``varied`` one with spread, ``release`` gives it back, ``keep`` leaves it in flight).
