@@ -278,9 +278,27 @@ def clock_summary(stem: str, r: Results) -> str:
                   "informative groups per 1k episodes"], rows)
 
 
+def clock_verdict(stem: str, r: Results) -> str:
+    """Each configuration against seed/fixed of the same seeds, on the bill: time to reach its final, and the held-out
+    difference at equal modelled wall time (the worst mean over its evaluations, and the worst 95% bound)."""
+    d = r(stem)
+    rows = []
+    for name, v in d["against_seed_fixed"].items():
+        reach, at = v["to_reach_seed_fixed_final"], v["at_equal_model_time"]
+        ratio = reach["median_ratio_model_s"]
+        rows.append([name, "not at the median" if ratio is None else times(ratio), f"{reach['reached']} of {len(reach['per_seed'])}",
+                     signed(at["worst_mean"]), signed(at["worst_low"]),
+                     signed(at["interval_at_common_last"]["mean"])])
+    return table(["vs seed/fixed, paired by seed", "modelled wall time to reach its final (median)", "seeds that reach it",
+                  "at equal time: worst mean", "worst 95% bound", "at the last common time"], rows)
+
+
 # One line per results file of the judge on the modelled clock.
-for _stem in ("selection_clock",):
-    FIGURES[f"{_stem}.summary"] = partial(clock_summary, _stem)
+FIGURES["selection_clock.summary"] = partial(clock_summary, "selection_clock")
+for _stem in ("selection_clock_forecast", "selection_clock_release"):
+    FIGURES[f"{_stem}.verdict"] = partial(clock_verdict, _stem)
+FIGURES["selection_clock_forecast.seeds_needed"] = lambda r: str(r("selection_clock_forecast")["seeds_needed"]
+                                                                ["seeds_for_half_width"])
 
 
 @figure("clock.fit")
