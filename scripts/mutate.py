@@ -321,8 +321,8 @@ SHELL_MUTATIONS = (
     Mutation("replay-recorded-reads-a-batch-backwards", "pump", SHELLS,
              SAMPLING + "recorded.py",
              "        return batch\n", "        return batch[::-1]\n"),
-    Mutation("check-prompt-source-forgets-what-it-started", "pump",
-             "test_conformance.py::test_check_prompt_source_names_the_promise_a_broken_source_breaks",
+    Mutation("check-selector-forgets-what-it-started", "pump",
+             "test_conformance.py::test_check_selector_names_the_promise_a_broken_source_breaks",
              SAMPLING + "conformance.py",
              "self.started.append(start.prompt)", "self.started.append(object())"),
 )

@@ -160,7 +160,7 @@ def handle(args: argparse.Namespace) -> int:
         columns += [("cluster min", "cluster_final_pass_min"), ("cluster median", "cluster_final_pass_median"),
                     ("clusters gen", "clusters_generated_min")]
     columns += [(f"kind {k} final", f"kind_{k}_final_pass_rate") for k in range(world.directions)]
-    print(" | ".join(f"{h:>14}" for h in ("strategy", *(name for name, _ in columns))))
+    print(" | ".join(f"{h:>14}" for h in ("selection", *(name for name, _ in columns))))
     for label, row in summary.items():
         print(" | ".join([f"{label:>14}", *(f"{row[key]:>14.3f}" for _, key in columns)]))
     out = args.out

@@ -1,7 +1,7 @@
 """The one pump around :class:`~shopsimrl.sampling.step.RolloutStep`: every shell's loop, written once.
 
 A shell (the main job's driver, slime's rollout function, the simulator, ``replay``,
-``replay_recorded``, the prompt-source check) owns time, tasks and outputs; the step owns every
+``replay_recorded``, the selector check) owns time, tasks and outputs; the step owns every
 decision.  :func:`pump` (and :func:`apump`, its ``async`` twin) carries out each action the step
 answers, and asks the shell only for what it alone knows:
 

@@ -62,7 +62,7 @@ def _dynamic_filter_output_cls() -> type:
                     "should_drop_dynamic_filter_output."
                 ) from exc
             if "keep_when_insufficient" not in {f.name for f in fields(slime_cls)}:
-                raise RuntimeError(
+                raise SlimeFilterOutputUnavailable(
                     "this slime's DynamicFilterOutput has no keep_when_insufficient field: the zero-std fallback "
                     "(docs/dynamic-sampling.md §3) needs a slime whose generate_rollout_async calls should_drop_dynamic_filter_output"
                 )

@@ -490,6 +490,6 @@ class RepeatsItsPick(HandsOutTwice):
                                                   (ChanceAboveOne, "within \\[0, 1\\]"),
                                                   (WeighsBelowOne, "weight.*>= 1"),
                                                   (RepeatsItsPick, "adaptive-wave step started prompts twice")])
-def test_check_prompt_source_names_the_promise_a_broken_source_breaks(broken, message):
+def test_check_selector_names_the_promise_a_broken_source_breaks(broken, message):
     with pytest.raises(SourceContractError, match=message):
         check_selector(broken)
