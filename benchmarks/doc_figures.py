@@ -297,6 +297,9 @@ def clock_verdict(stem: str, r: Results) -> str:
 FIGURES["selection_clock.summary"] = partial(clock_summary, "selection_clock")
 for _stem in ("selection_clock_forecast", "selection_clock_release"):
     FIGURES[f"{_stem}.verdict"] = partial(clock_verdict, _stem)
+FIGURES["selection_clock_release.fixed_async_reach"] = lambda r: times(
+    r("selection_clock_release")["against_seed_fixed"]["forecast/fixed+async"]["to_reach_seed_fixed_final"]
+    ["median_ratio_model_s"])
 FIGURES["selection_clock_forecast.seeds_needed"] = lambda r: str(r("selection_clock_forecast")["seeds_needed"]
                                                                 ["seeds_for_half_width"])
 
