@@ -75,7 +75,7 @@ MUTATIONS = (
              "reason=REASON_TECHNICAL, keep_when_insufficient=True)"),
     Mutation("stop-limit-default-9", "R6",
              "test_r6_eight_technical_groups_in_a_row_stop_and_a_scored_group_resets_the_count",
-             SAMPLING + "knobs.py",
+             "shopsimrl/defaults.py",
              "DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 8", "DEFAULT_MAX_CONSECUTIVE_FAILED_GROUPS = 9"),
     Mutation("stop-one-group-late", "R6",
              "test_r6_eight_technical_groups_in_a_row_stop_and_a_scored_group_resets_the_count",
