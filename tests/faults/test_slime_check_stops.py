@@ -18,6 +18,7 @@ import time
 import pytest
 from faults.processes import wait_for
 from local_processes import alive
+from slime_harness.test_check import check
 
 from shopsimrl.slime.harness.double import checkouts
 
@@ -54,3 +55,13 @@ def test_a_stopped_check_leaves_no_leg_and_no_folder(tmp_path, sig):
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("[transformers]")]
     assert len(lines) == 1 and f"stopped by {sig.name}" in lines[0] and "Traceback" not in err, err
     assert list(scratch.iterdir()) == []
+
+
+def test_a_slime_import_that_blocks_is_reported_within_a_minute_by_default(tmp_path):
+    """The first process only imports slime: its own limit (--import-timeout, 45 s), not a leg's 600 s."""
+    tree = checkouts.blocking_import(tmp_path / "slime")
+    started = time.monotonic()
+    code, verdicts, out = check(tree, tmp_path)
+    assert time.monotonic() - started < 60, "a hanging import was not reported within a minute"
+    assert code == 1 and "did not import within 45 s (--import-timeout)" in out, out
+    assert not any(alive(pid) for pid in checkouts.pids(tree))
