@@ -23,12 +23,11 @@ demo: $(STAMP)
 ## make test: ruff (lint and import order, rules in pyproject.toml), then the whole test suite but the fault matrix
 ## (real processes, a few minutes: make faults); the ray extra is installed, so the Ray helper's tests run too;
 ## the slime harness (tests/slime_harness) runs when SLIME_SRC names a slime checkout, else one line says it did not;
-## on every usable CPU (pytest-xdist: a worker per CPU plus one, so a test waiting on a real process leaves no CPU idle;
-## each test file on one worker)
-WORKERS := $(shell $(PYTHON) -c "import os; print(len(os.sched_getaffinity(0)) + 1)")
+## on every usable CPU (pytest-xdist: a worker per CPU plus one, so a test waiting on a real process leaves no CPU
+## idle; each test file on one worker; one CPU: in this process)
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/faults --ignore=tests/browser
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --ignore=tests/faults --ignore=tests/browser
 
 ## make slime-check: does this release fit the slime checkout at SLIME_SRC? slime's real train loop, rollout and
 ## abort with our hooks, on a CPU (torch, Ray, Megatron and SGLang's servers stood in for); a verdict per check

@@ -6,7 +6,7 @@ another folder already built gets it for free.  ``no_work``: the rollout CLI mus
 bad options before it opens an environment.
 
 Several CPUs (``make test``: ``pytest -n auto --dist loadfile``, pytest-xdist): one worker
-process per CPU this process may use, each test file on one worker, so a module's fixtures
+process per CPU this process may use, plus one, each test file on one worker, so a module's fixtures
 (servers, tokenizers) are built once.  The workers share the catalog cache (``build_catalog``
 holds a file lock while it builds, so one worker builds and the others wait for the file),
 and the files marked ``slow`` or running slime's code start first, so the others fill the
@@ -40,13 +40,14 @@ def usable_cpus() -> int:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: a worker per usable CPU, and none on one CPU (the tests then run in this process);
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (xdist's own variable) still sets the number."""
+    """``-n auto``: a worker per usable CPU plus one (a test waiting on a real process then leaves no CPU idle), and
+    none on one CPU (the tests then run in this process); ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (xdist's own variable)
+    still sets the number."""
     chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
     if chosen.isdigit():
         return int(chosen)
     cpus = usable_cpus()
-    return cpus if cpus > 1 else 0
+    return cpus + 1 if cpus > 1 else 0
 
 
 def starts_first(item: pytest.Item) -> bool:
