@@ -152,6 +152,13 @@ class _Carrier:
                 items.append((index, verdict, rewards))
         return items
 
+    def advance(self, indices: Sequence[int] | None, t: float) -> AbortRest | None:
+        """The groups that finished next, at ``t`` (``None``: the shell has nothing more, so the step stops): their
+        actions carried out; the abort, once the step is done."""
+        if indices is None:
+            return self.step.stop()
+        return self.carry(self.step.finished(self.measured(indices), in_order=self.in_order), t)
+
     def carry(self, actions: list[Action], t: float) -> AbortRest | None:
         """Carry out ``actions`` but the abort, which is returned for the pump to await; raise a stop's error."""
         abort: AbortRest | None = None
@@ -210,11 +217,7 @@ def pump(step: RolloutStep, shell: Shell, *, in_order: bool = False) -> StepDone
         abort = run.carry(step.start(), 0.0)
         while abort is None:
             indices = shell.next_finished()
-            t = shell.now()
-            if indices is None:
-                abort = step.stop()
-                break
-            abort = run.carry(step.finished(run.measured(indices), in_order=in_order), t)
+            abort = run.advance(indices, shell.now())
         t = shell.now()
         run.cancelled = True
         shell.cancel(abort.indices)
@@ -236,11 +239,7 @@ async def apump(step: RolloutStep, shell: AsyncShell, *, in_order: bool = False)
         abort = run.carry(step.start(), 0.0)
         while abort is None:
             indices = await shell.next_finished()
-            t = shell.now()
-            if indices is None:
-                abort = step.stop()
-                break
-            abort = run.carry(step.finished(run.measured(indices), in_order=in_order), t)
+            abort = run.advance(indices, shell.now())
         t = shell.now()
         run.cancelled = True
         await shell.cancel(abort.indices)
