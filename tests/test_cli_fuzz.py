@@ -23,6 +23,8 @@ import pytest
 
 from shopsimrl.cli import build_parser, main
 
+pytestmark = pytest.mark.slow  # hundreds of command lines: with -n this file starts first
+
 # Values every option of a type gets without a row (the row adds the ones that need a meaning).
 BY_TYPE: dict[str, tuple[str, ...]] = {
     "int": ("x", "1.5", ""),

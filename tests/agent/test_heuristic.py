@@ -17,6 +17,8 @@ from shopsimrl.env import InProcessEnvClient, Observation, Task
 from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.rollout.measure import measure
 
+pytestmark = pytest.mark.slow  # thousands of episodes: with -n this file starts first
+
 
 async def _client(db: Path) -> InProcessEnvClient:
     # Not owns_env: closing the env's SQLite connections while a cancelled episode's step still

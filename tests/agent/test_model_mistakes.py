@@ -38,6 +38,8 @@ from shopsimrl.env.core import ShopSimEnv
 from shopsimrl.env.server import ServerThread
 from shopsimrl.env.types import EnvClient
 
+pytestmark = pytest.mark.slow  # real model servers: with -n this file starts first
+
 SEARCH = reply(("search", '{"query": "boots"}'))
 MAX_TURNS = 4
 

@@ -19,6 +19,8 @@ from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.pool import EnvPool
 from shopsimrl.slime.launch import LaunchError, TrainConfig
 
+pytestmark = pytest.mark.slow  # real server processes: with -n this file starts first
+
 ROOT = Path(__file__).resolve().parents[2]
 FULL = ROOT / "scripts" / "run_full_train.sh"
 TOKEN = "launch-test-token-0123456789"

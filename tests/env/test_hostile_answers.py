@@ -25,6 +25,8 @@ from shopsimrl.env.http_client import HttpEnvClient
 from shopsimrl.env.pool import EnvPool
 from shopsimrl.env.types import EnvUnavailableError
 
+pytestmark = pytest.mark.slow  # real hostile servers: with -n this file starts first
+
 ENDLESS = object()  # an answer that never ends
 DRIP = object()  # an answer that sends a byte now and then, forever
 GOOD_HEALTH = {"ready": True, "slots": 4, "free_slots": 4, "leased": 0,

@@ -26,6 +26,8 @@ from shopsimrl.env.types import (
     NoFreeSlotError,
 )
 
+pytestmark = pytest.mark.slow  # real env servers: with -n this file starts first
+
 TOKEN = "pool-test-token-0123456789"
 FAST = {"refresh_interval": 0.05, "backoff": 0.05, "max_backoff": 0.2}
 

@@ -9,6 +9,8 @@ from learn.test_main_job import batch, rollout
 
 from shopsimrl.io import read_jsonl
 
+pytestmark = pytest.mark.slow  # ten runs of the main job: with -n this file starts first
+
 #: Every selection, wave mode, siblings mode and loop appears at least once.
 CONFIGURATIONS = {
     "seed-fixed-all-sync": ["--selection", "seed", "--waves", "fixed"],

@@ -23,6 +23,8 @@ from shopsimrl.io import read_jsonl
 from shopsimrl.slime.data import export_prompts
 from shopsimrl.slime.launch import HOOKS, LaunchError, TrainConfig, _parse
 
+pytestmark = pytest.mark.slow  # the launch scripts in real shells: with -n this file starts first
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 STANDALONE = SCRIPTS / "run_shopsimrl_slime.sh"

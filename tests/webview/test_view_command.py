@@ -13,6 +13,8 @@ import httpx
 import pytest
 from view_runs import make_run, view_server
 
+pytestmark = pytest.mark.slow  # real view servers: with -n this file starts first
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, catalog_cache) -> Path:

@@ -15,6 +15,8 @@ from view_runs import make_run
 
 from shopsimrl.webview.app import create_app
 
+pytestmark = pytest.mark.slow  # 138 tampered run folders, each served: with -n this file starts first
+
 PAGES = ("/", "/runs/table", "/run/{name}", "/api/charts?run={name}", "/run/{name}/step/1", "/run/{name}/step/2",
          "/run/{name}/step/3", "/run/{name}/step/1/episode/0/0", "/run/{name}/step/3/episode/0/0",
          "/run/{name}/prompt/train-00001", "/run/{name}/step/1/timeline.png")
