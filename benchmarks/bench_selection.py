@@ -76,13 +76,20 @@ COMPARE_FROM_EPISODES = 2500.0
 JOBS = 2  # runs at a time
 #: A config run under slime's train_async.py ends in this (``skip/adaptive+async``); without it, train.py.
 ASYNC = "+async"
+#: After ``+async``: truncated importance sampling on the policy lag (``--tis-cap``), capped at slime's ``--tis-clip``
+#: default (``forecast/fixed+async+tis``).
+TIS = "+tis"
+TIS_CAP = 2.0
 #: The modelled clock's wall time so far (``--clock modelled``): the curve's ``model_s`` axis.
 MODEL_TOTAL = PREFIX + "clock/total_s"
 
 
 def loop_of(config: str) -> tuple[str, str]:
-    """(``selection/waves[/staged]``, ``sync`` or ``async``) of a config name."""
-    return (config.removesuffix(ASYNC), "async") if config.endswith(ASYNC) else (config, "sync")
+    """(``selection/waves[/staged]``, ``sync`` or ``async``) of a config name (``+tis`` is the async loop's option)."""
+    base = config.removesuffix(TIS)
+    if base != config and not base.endswith(ASYNC):
+        raise ValueError(f"{config}: {TIS} corrects the async loop's policy lag, so it follows {ASYNC}")
+    return (base.removesuffix(ASYNC), "async") if base.endswith(ASYNC) else (base, "sync")
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,7 @@ def run_argv(regime: Regime, config: str, seed: int, out: Path, name: str) -> li
             "--eval-every", str(regime.eval_every), "--eval-samples", str(regime.eval_samples),
             "--eval-split", regime.eval_split, "--steps", str(regime.steps_of(config)), "--seed", str(seed),
             "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
+            *(["--tis-cap", str(TIS_CAP)] if config.endswith(TIS) else []),
             "--no-timeline", "--view", "plain", *(["--products", str(regime.products)] if regime.products else [])]
 
 

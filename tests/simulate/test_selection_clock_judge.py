@@ -62,3 +62,12 @@ def test_every_run_of_the_judge_is_on_the_modelled_clock_and_async_runs_train_as
     assert "--loop" not in run_argv(REGIME, "seed/fixed", 3, REGIME_OUT, "y")
 
 
+
+
+def test_a_tis_config_runs_the_async_loop_with_slimes_default_tis_clip_and_only_after_async():
+    argv = run_argv(REGIME, "forecast/fixed+async+tis", 3, REGIME_OUT, "x")
+    assert argv[argv.index("--loop") + 1] == "async" and argv[argv.index("--tis-cap") + 1] == "2.0"
+    assert argv[argv.index("--selection") + 1] == "forecast" and argv[argv.index("--waves") + 1] == "fixed"
+    assert "--tis-cap" not in run_argv(REGIME, "forecast/fixed+async", 3, REGIME_OUT, "y")
+    with pytest.raises(ValueError, match=r"\+tis corrects the async loop's policy lag"):
+        run_argv(REGIME, "seed/fixed+tis", 3, REGIME_OUT, "z")
