@@ -182,8 +182,10 @@ def analyse(figs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
                    "budget_informative_per_1k": median(r["budget"]["informative_per_1k_generated_episodes"]
                                                        for r in by.values())}
                for s, by in figs.items()}
-    ranked = sorted(against, key=lambda s: against[s]["to_reach_seed_fixed_final"][f"median_ratio_{MODEL_AXIS}"]
-                    or math.inf)
+    # the quickest to seed/fixed's final; among those equally quick (or that none reaches at the median), the one
+    # whose worst 95% bound at equal modelled time is highest
+    ranked = sorted(against, key=lambda s: (against[s]["to_reach_seed_fixed_final"][f"median_ratio_{MODEL_AXIS}"]
+                                            or math.inf, -against[s]["at_equal_model_time"]["worst_low"]))
     best = ranked[0] if ranked else None
     out: dict[str, Any] = {"summary": summary, "against_seed_fixed": against, "async_against_sync": loops,
                            "best": best}

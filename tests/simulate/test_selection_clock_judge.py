@@ -71,3 +71,12 @@ def test_a_tis_config_runs_the_async_loop_with_slimes_default_tis_clip_and_only_
     assert "--tis-cap" not in run_argv(REGIME, "forecast/fixed+async", 3, REGIME_OUT, "y")
     with pytest.raises(ValueError, match=r"\+tis corrects the async loop's policy lag"):
         run_argv(REGIME, "seed/fixed+tis", 3, REGIME_OUT, "z")
+
+
+def test_when_no_config_reaches_seed_fixeds_final_the_best_is_the_one_with_the_highest_worst_bound():
+    base = {str(s): run([(0, 0, 0.5), (2560, 1000, 0.6), (5120, 2000, 0.7)]) for s in range(3)}
+    lagging = {str(s): run([(0, 0, 0.5), (2560, 800, 0.55), (5120, 1600, 0.62)]) for s in range(3)}
+    close = {str(s): run([(0, 0, 0.5), (2560, 800, 0.6), (5120, 1600, 0.68)]) for s in range(3)}
+    out = analyse({"seed/fixed": base, "forecast/fixed+async": lagging, "forecast/fixed+async+tis": close})
+    assert all(v["to_reach_seed_fixed_final"]["median_ratio_model_s"] is None for v in out["against_seed_fixed"].values())
+    assert out["best"] == "forecast/fixed+async+tis"
