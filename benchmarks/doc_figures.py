@@ -301,7 +301,7 @@ FIGURES["selection_clock_release.fixed_async_reach"] = lambda r: times(
     r("selection_clock_release")["against_seed_fixed"]["forecast/fixed+async"]["to_reach_seed_fixed_final"]
     ["median_ratio_model_s"])
 FIGURES["selection_clock_forecast.fixed_async_time"] = lambda r: times(
-    r("selection_clock_forecast")["summary"]["forecast/fixed+async+tis"]["model_total_h"]
+    r("selection_clock_forecast")["summary"]["forecast/fixed+async"]["model_total_h"]
     / r("selection_clock_forecast")["summary"]["seed/fixed"]["model_total_h"])
 FIGURES["selection_clock_forecast.seeds_needed"] = lambda r: str(r("selection_clock_forecast")["seeds_needed"]
                                                                 ["seeds_for_half_width"])
