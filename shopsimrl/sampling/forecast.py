@@ -12,11 +12,11 @@ rarely-seen prompt's next group from what a trainer knows before rollout:
   ``failed``, ``spread``).
 
 **The form**: a multinomial logistic regression (three outcomes: every sibling failed, spread, every
-sibling solved; zero spread is either end, so one score per end) on hashed features (the text's words and word pairs, its
-numbers by magnitude, its length, each label ``key=value``, the history, each history crossed with
-the first word of each label), fitted online by AdaGrad on every group of a prompt observed at most
-once before (the groups it predicts), with an L2 pull toward zero.  A prompt with no description
-is predicted from its history alone.
+sibling solved; zero spread is either end, so one score per end) on hashed features (the text's words and word
+pairs, its numbers by magnitude, its length, each label ``key=value`` (a numeric label, such as a pass rate measured
+earlier, by its decile over the prompt set), the history, each history crossed with each label), fitted online by
+AdaGrad on every group of a prompt observed at most once before (the groups it predicts), with an L2 pull toward
+zero.  A prompt with no description is predicted from its history alone.
 
 **The gate**: the model's prediction is scored before each update (prequentially) against the base
 rate (the decayed share of zero-spread groups among the same groups), by the Brier score.  Only when
@@ -32,6 +32,7 @@ descriptions is refused).
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import zlib
@@ -52,6 +53,9 @@ GATE_MIN_GROUPS = 64.0
 GATE_MIN_SKILL = 0.03
 #: Groups observed before, below which a prompt is in the forecast's domain (0: never seen; 1: rarely seen).
 RARE_GROUPS = 2
+#: A numeric label (every value a number, at least this many distinct) is featured by its quantile bucket, of these.
+NUMERIC_MIN_DISTINCT = 5
+NUMERIC_BUCKETS = 10
 #: The key of a description's text; every other key is a label.
 TEXT_KEY = "instruction"
 
@@ -77,8 +81,48 @@ def _number(token: str) -> str:
     return ("$" if token.startswith("$") else "#") + str(int(math.log2(value + 1.0)))
 
 
-def description_features(description: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
-    """The feature names of a description (text and labels), and the label names history is crossed with."""
+def _numeric(value: Any) -> float | None:
+    """A label's value as a finite number (a number, or a string that reads as one), else None (booleans are not)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def numeric_edges(descriptions: Mapping[Hashable, Mapping[str, Any]] | None) -> dict[str, list[float]]:
+    """The quantile edges of every numeric label (a key whose every value reads as a number, with at least
+    ``NUMERIC_MIN_DISTINCT`` distinct values across the prompt set): such a label is featured by its quantile bucket,
+    not by its exact value, so a difficulty or pass-rate column in the prompt data carries over to prompts whose exact
+    value was never observed."""
+    values: dict[str, list[float]] = {}
+    other: set[str] = set()
+    for description in (descriptions or {}).values():
+        for key, value in (description or {}).items():
+            if key == TEXT_KEY or value is None or str(value) == "":
+                continue
+            number = _numeric(value)
+            if number is None:
+                other.add(key)
+            else:
+                values.setdefault(key, []).append(number)
+    edges = {}
+    for key, numbers in values.items():
+        if key in other or len(set(numbers)) < NUMERIC_MIN_DISTINCT:
+            continue
+        ordered = sorted(numbers)
+        cuts = {ordered[(len(ordered) * q) // NUMERIC_BUCKETS] for q in range(1, NUMERIC_BUCKETS)}
+        edges[key] = sorted(cuts)
+    return edges
+
+
+def description_features(description: Mapping[str, Any] | None,
+                         edges: Mapping[str, Sequence[float]] | None = None) -> tuple[list[str], list[str]]:
+    """The feature names of a description (text and labels), and the label names history is crossed with.
+
+    ``edges`` (:func:`numeric_edges`): the numeric labels, each featured by its quantile bucket."""
     if not description:
         return [], []
     names: list[str] = []
@@ -88,8 +132,13 @@ def description_features(description: Mapping[str, Any] | None) -> tuple[list[st
         names += ["w:" + w for w in words]
         names += ["p:" + a + "_" + b for a, b in zip(words, words[1:])]
         names.append(f"len:{min(len(words) // 4, 12)}")
-    labels = [f"l:{key}={value}" for key, value in sorted(description.items())
-              if key != TEXT_KEY and value is not None and str(value) != ""]
+    labels = []
+    for key, value in sorted(description.items()):
+        if key == TEXT_KEY or value is None or str(value) == "":
+            continue
+        cuts = (edges or {}).get(key)
+        number = _numeric(value) if cuts is not None else None
+        labels.append(f"l:{key}={value}" if number is None else f"l:{key}~q{bisect.bisect_right(cuts, number)}")
     return names + labels, labels
 
 
@@ -110,8 +159,9 @@ class SpreadForecast:
         self.described = sum(1 for pid in ids if described.get(pid))
         self.fingerprint = fingerprint(ids, descriptions)
         self._features: list[tuple[list[int], list[int]]] = []  # per prompt: its description's slots, its crosses'
+        edges = numeric_edges(described)
         for pid in ids:
-            names, labels = description_features(described.get(pid))
+            names, labels = description_features(described.get(pid), edges)
             self._features.append(([_slot(n) for n in names], [_slot(lab) for lab in labels]))
         self.weights: dict[int, float] = {}
         self.squares: dict[int, float] = {}  # AdaGrad's summed squared gradients per slot

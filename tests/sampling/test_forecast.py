@@ -10,9 +10,11 @@ import pytest
 
 from shopsimrl.sampling.forecast import (
     GATE_MIN_GROUPS,
+    NUMERIC_BUCKETS,
     ForecastStateError,
     SpreadForecast,
     description_features,
+    numeric_edges,
 )
 from shopsimrl.sampling.forecast_order import ForecastOrder
 from shopsimrl.sampling.selection_metrics import FORECAST_PREFIX, selector_step_metrics
@@ -70,6 +72,35 @@ def test_where_the_text_predicts_difficulty_it_learns_it():
     marked = [forecast.predict(i, "new") for i, p in enumerate(ids) if i >= 400 and spread[p] < 0.5]
     assert max(plain) < min(marked)  # every never-seen prompt marked hard or easy predicted to agree more
     assert sum(marked) / len(marked) > 0.8 and sum(plain) / len(plain) < 0.65  # truth: 0.95 and 0.4
+
+
+def test_a_numeric_label_is_read_by_its_decile_so_a_never_seen_value_is_predicted():
+    """A pass rate measured earlier, one distinct value per prompt: the exact value is never seen twice, its decile is."""
+    rng = random.Random(5)
+    ids = [f"p{i}" for i in range(800)]
+    rate = {pid: rng.random() for pid in ids}
+    descriptions = {pid: {"instruction": "Find me shoes", "pass_rate": f"{rate[pid]:.4f}"} for pid in ids}
+    edges = numeric_edges(descriptions)
+    assert len(edges["pass_rate"]) == NUMERIC_BUCKETS - 1
+    assert description_features(descriptions["p0"], edges)[1] == [
+        f"l:pass_rate~q{sum(rate['p0'] >= e for e in edges['pass_rate'])}"]
+    forecast = SpreadForecast(ids, descriptions)
+    middle = {pid: 0.2 < rate[pid] < 0.8 for pid in ids}  # spread likely only away from either end
+    for i, pid in enumerate(ids[:600]):
+        rewards = group(rng, 0.7 if middle[pid] else 0.05, rate[pid] < 0.5)
+        forecast.observe(i, "new", "spread" if len(set(rewards)) > 1 else "failed" if rewards[0] == 0 else "solved")
+    assert forecast.ready() and forecast.skill() > 0.2
+    inner = [forecast.predict(i, "new") for i, p in enumerate(ids) if i >= 600 and middle[p]]
+    outer = [forecast.predict(i, "new") for i, p in enumerate(ids) if i >= 600 and not middle[p]]
+    assert sum(outer) / len(outer) > sum(inner) / len(inner) + 0.3  # truth: 0.95 against 0.3
+
+
+def test_labels_that_are_not_all_numbers_or_have_few_values_stay_categories():
+    descriptions = {"a": {"category": "shoes", "size": "9"}, "b": {"category": "bags", "size": "M"},
+                    **{f"c{i}": {"category": "hats", "size": str(i), "stars": i % 3} for i in range(20)}}
+    assert numeric_edges(descriptions) == {}  # size: "M" is not a number; stars: three values
+    assert description_features(descriptions["c4"], numeric_edges(descriptions))[1] == [
+        "l:category=hats", "l:size=4", "l:stars=1"]
 
 
 def test_the_rule_skips_what_the_text_says_will_not_spread_and_weighs_what_it_hands_out():
