@@ -31,7 +31,7 @@ from shopsimrl.argtypes import (
 from shopsimrl.commands.clock_options import add_arguments as add_clock_arguments
 from shopsimrl.commands.dispatch import handled_by, run
 from shopsimrl.commands.limits import MAX_STEPS, WHY_STEPS
-from shopsimrl.commands.rollout_options import IN_PROCESS
+from shopsimrl.commands.rollout_options import IN_PROCESS, prompt_labels
 from shopsimrl.defaults import (
     DEFAULT_CATALOG_SEED,
     DEFAULT_CLIENT_TIMEOUT,
@@ -105,7 +105,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sel.add_argument("--selection", **one_of(Selection), default=DEFAULT_SELECTION,
                      help="seed: the faithful shuffled-epoch order; skip (formerly informative): the same order, skipping prompts "
                      "on a run of zero-spread groups (at most once per epoch pass, re-tried at a floor); spread: the "
-                     "prompts predicted nearest 50%% pass rate (concentrates; measured to train a worse policy)")
+                     "prompts predicted nearest 50%% pass rate (concentrates; measured to train a worse policy); "
+                     "forecast: skip, and never-seen prompts predicted from their text and labels not to spread "
+                     "(docs/forecast.md)")
+    sel.add_argument("--prompt-labels", type=prompt_labels, default=None, metavar="FILE",
+                     help="forecast rule: a prompt file in `shopsimrl data export`'s format whose text and labels it "
+                     "reads over the env's (e.g. a pass rate measured earlier; a numeric label by its decile), as "
+                     "slime's data source reads the same file")
     sel.add_argument("--waves", **one_of(WaveMode), default=DEFAULT_WAVE_MODE,
                      help="fixed: slime's whole waves; adaptive: keep the predicted number of groups in flight to fill the "
                      "batch with informative groups plus --cushion, topped up after each completion")

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shopsimrl.argtypes import in_file
 from shopsimrl.commands.clock_options import check_options as check_clock_options
 from shopsimrl.commands.clock_options import time_model
 from shopsimrl.errors import UsageError
 from shopsimrl.learn.connect import check_options as check_learner_options
 from shopsimrl.rollout.run import RolloutConfig, default_run_name
 from shopsimrl.sampling import SamplingKnobs
+from shopsimrl.sampling.modes import Selection
+from shopsimrl.slime.data import PromptDataError, descriptions_of, read_prompts
 
 IN_PROCESS = "inprocess"  # --env: the in-process env (no server)
 
@@ -82,11 +86,34 @@ def _read_prompt(path: Path) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class PromptLabels:
+    """``--prompt-labels FILE``, read and checked while parsing: each task's text and labels."""
+
+    path: Path
+    labels: dict[str, dict[str, Any]]
+
+
+def prompt_labels(text: str) -> PromptLabels:
+    """A prompt file in ``shopsimrl data export``'s format (labels added to its metadata), read whole; a malformed line
+    is refused naming the file and the line."""
+    path = in_file(text)
+    try:
+        _ids, metadata = read_prompts(path)
+    except PromptDataError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text} ({exc.strerror or exc})") from None
+    return PromptLabels(path, descriptions_of(metadata))
+
+
 def check_options(args: argparse.Namespace) -> None:
     """What one value alone cannot show (each value is checked while parsing: argtypes)."""
     checks = (
         (args.max_turns >= 1, f"--max-turns (turns per episode) must be >= 1, got {args.max_turns}"),  # --max-steps
         (args.env != IN_PROCESS or args.env_token_file is None, "--env-token-file: used only with --env URL"),
+        (args.prompt_labels is None or args.selection is Selection.FORECAST,
+         "--prompt-labels: only the forecast rule reads labels (add --selection forecast)"),
     )
     for ok, message in checks:
         if not ok:

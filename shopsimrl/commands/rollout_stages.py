@@ -40,6 +40,7 @@ from shopsimrl.rollout.tracking import WandbLogger
 from shopsimrl.rollout.view import RolloutView
 from shopsimrl.sampling import SamplingKnobs, TooManyTechnicalFailures
 from shopsimrl.sampling.modes import Selection, is_faithful
+from shopsimrl.slime.data import with_labels
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -219,6 +220,7 @@ async def _run(args: Any, config: RolloutConfig, options: dict[str, Any], interr
         runner = agent_runner(client, policy, max_turns=args.max_turns)
         extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
                  "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
+                 **({"prompt_labels": str(args.prompt_labels.path)} if args.prompt_labels is not None else {}),
                  **learning_fields(args), **clock_fields(args)}
         # the learner's hooks, and --resume's position (ResumeError, a refusal: the run cannot be continued as asked)
         learner_kwargs = await start_learning(args, policy, client, paths, config, task_ids, extra)
@@ -230,6 +232,8 @@ async def _run(args: Any, config: RolloutConfig, options: dict[str, Any], interr
         clusters = None if is_faithful(config.selection, config.waves) else await task_categories(env.client, task_ids)
         # the forecast rule's reading: each task's instruction and label, what a trainer has before rollout
         descriptions = await task_descriptions(env.client, task_ids) if config.selection is Selection.FORECAST else None
+        if args.prompt_labels is not None:  # the prompt file's labels over the env's (a refusal: a task not trained)
+            descriptions = with_labels(descriptions, args.prompt_labels.labels, task_ids, args.prompt_labels.path)
         code = await _run_steps(args, config, runner, task_ids, paths, interrupts, learner_kwargs, logger, extra,
                                 clusters, descriptions)
         return code

@@ -16,18 +16,17 @@ file and the line.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from shopsimrl.errors import Refusal, UsageError
-from shopsimrl.io import atomic_write_jsonl
+from shopsimrl.io import BadFileError, atomic_write_jsonl, parse_json_text
 from shopsimrl.rollout.clusters import CATEGORY_KEY
 from shopsimrl.sampling.forecast import TEXT_KEY
 
 __all__ = ["BOOKKEEPING_KEYS", "CATEGORY_KEY", "PromptDataError", "descriptions_of", "export_prompts",
-           "prompt_records", "read_prompts"]
+           "prompt_records", "read_prompts", "with_labels"]
 
 #: Metadata keys that are bookkeeping, not labels: the forecast does not read them.
 BOOKKEEPING_KEYS = ("task_id", "split")
@@ -64,15 +63,19 @@ def read_prompts(path: str | Path, input_key: str = "prompt",
     naming the file and the line."""
     task_ids: list[str] = []
     metadata: dict[str, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
             where = f"{path}:{number}"
             try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise PromptDataError(f"{where}: not a JSON line ({exc})") from None
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PromptDataError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+            if not line.strip():
+                continue
+            try:  # strict: no NaN, no overflowing number, no nesting deeper than the bound
+                record = parse_json_text(line, where)
+            except BadFileError as exc:
+                raise PromptDataError(str(exc)) from None
             meta = record.get(metadata_key) if isinstance(record, dict) else None
             if not isinstance(record, dict) or not isinstance(meta or {}, dict):
                 raise PromptDataError(f"{where}: {metadata_key!r} must be a JSON object of labels")
@@ -96,3 +99,18 @@ def read_prompts(path: str | Path, input_key: str = "prompt",
 def descriptions_of(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each prompt's text and labels for the ``forecast`` rule: its metadata but the bookkeeping keys."""
     return {task_id: {k: v for k, v in meta.items() if k not in BOOKKEEPING_KEYS} for task_id, meta in metadata.items()}
+
+
+def with_labels(descriptions: Mapping[str, Mapping[str, Any]] | None, labels: Mapping[str, Mapping[str, Any]],
+                task_ids: list[str], source: str | Path) -> dict[str, dict[str, Any]]:
+    """The main job's descriptions with a prompt file's (``source``) text and labels over them, so the ``forecast``
+    rule reads what slime's data source reads from the same file.  A task the file names that this run does not
+    train on is refused: the file belongs to another env, catalog or split."""
+    known = set(task_ids)
+    unknown = [task_id for task_id in labels if task_id not in known]
+    if unknown:
+        raise PromptDataError(
+            f"{source}: {len(unknown)} of its tasks are not among this run's {len(task_ids)} train tasks (the first: "
+            f"{unknown[0]!r}): write the prompt file from the same env, catalog and split (shopsimrl data export)")
+    base = descriptions or {}
+    return {task_id: {**base.get(task_id, {}), **labels.get(task_id, {})} for task_id in task_ids}

@@ -75,7 +75,8 @@ def test_prompt_data_without_text_or_labels_works_from_history_and_says_so_once(
 
 
 @pytest.mark.parametrize(("line", "says"), [
-    ("not json", "not a JSON line"),
+    ("not json", "not valid JSON"),
+    ('{"prompt": "t", "metadata": {"task_id": "t", "pass_rate": NaN}}', "not valid JSON"),
     (json.dumps({"prompt": "t", "metadata": ["a"]}), "must be a JSON object"),
     (json.dumps({"prompt": "t", "metadata": {"task_id": "t", "instruction": 3}}), "instruction must be a string"),
     (json.dumps({"prompt": "t", "metadata": {"task_id": "t", "category": {"a": 1}}}), "label 'category'"),
