@@ -10,7 +10,12 @@ prompt observed at most once before (the forecast's domain) is predicted before 
 - ``labels``: history and the category;
 - ``text+labels`` (the chosen form): the hashed logistic model of :mod:`shopsimrl.sampling.forecast`;
 - ``similarity``: the zero-spread share of the ``NEIGHBOURS`` most similar prompts already observed (the Jaccard
-  similarity of their instructions' word sets), shrunk toward the base rate.
+  similarity of their instructions' word sets), shrunk toward the base rate;
+- ``text+labels, fitted offline`` (the ceiling of the text): the same model fitted on every group of the *other*
+  seeds' runs (``OFFLINE_PASSES`` passes) of prompts in the other ``FOLDS`` folds, so each prompt is predicted from
+  five times the groups the online model has seen, but never from its own;
+- with ``--labels FILE`` (a prompt file of each task's ``zero_spread_share`` on earlier runs, written by
+  ``--write-labels``): ``reference label`` (that label and the history) and ``text+labels+reference``.
 
 For each: the Brier score and its skill over the base rate, the area under the ROC curve, and the
 share of groups with spread among those the ``forecast`` rule's skip (gate aside) would hand out, in
@@ -21,17 +26,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import zlib
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine, publish
+from shopsimrl.io import atomic_write_jsonl
 from shopsimrl.sampling.forecast import HISTORY, RARE_GROUPS, SCORE_DECAY, TEXT_KEY, SpreadForecast
 from shopsimrl.sampling.skip import RETRY_FLOOR
+from shopsimrl.slime.data import read_prompts
 
 NEIGHBOURS = 20
 SHRINK = 5.0  # pseudo-groups at the base rate behind a similarity prediction
+FOLDS = 5  # the offline fit: prompts split by a hash of their id
+OFFLINE_PASSES = 2
+#: The label ``--write-labels`` writes: a task's share of zero-spread groups on earlier seed/fixed runs.
+REFERENCE_LABEL = "zero_spread_share"
 
 
 def decided_groups(run: Path) -> list[tuple[str, bool, str]]:
@@ -94,24 +106,86 @@ def auc(pairs: Sequence[tuple[float, float]]) -> float:
     return wins / (len(pos) * len(neg))
 
 
-def replay(groups: Sequence[tuple[str, bool, str]], ids: list[str],
-           descriptions: dict[str, dict[str, str]]) -> dict[str, dict[str, float]]:
+def domain(groups: Sequence[tuple[str, bool, str]]) -> list[tuple[str, bool, str, str]]:
+    """(task, zero spread, outcome, history before it) of every group of a prompt observed fewer than
+    ``RARE_GROUPS`` times before: the groups the forecast predicts."""
+    observed: dict[str, int] = {}
+    history: dict[str, str] = {}
+    out = []
+    for task, zero, kind in groups:
+        if observed.get(task, 0) < RARE_GROUPS:
+            out.append((task, zero, kind, history.get(task, HISTORY[0])))
+        observed[task] = observed.get(task, 0) + 1
+        history[task] = kind
+    return out
+
+
+def fold_of(task: str) -> int:
+    return zlib.crc32(task.encode()) % FOLDS
+
+
+def offline(groups: Sequence[tuple[str, bool, str]], others: Sequence[Sequence[tuple[str, bool, str]]],
+            ids: list[str], descriptions: dict[str, dict[str, str]]) -> list[float]:
+    """Each domain group of ``groups`` predicted by the text+labels model fitted on the ``others`` runs' domain groups
+    of the prompts in the other folds (never its own prompt's)."""
+    index = {t: i for i, t in enumerate(ids)}
+    train = [g for run in others for g in domain(run)]
+    models = []
+    for fold in range(FOLDS):
+        model = SpreadForecast(ids, descriptions)
+        for _ in range(OFFLINE_PASSES):
+            for task, _zero, kind, history in train:
+                if fold_of(task) != fold:
+                    model.observe(index[task], history, kind)
+        models.append(model)
+    return [models[fold_of(task)].predict(index[task], history) for task, _z, _k, history in domain(groups)]
+
+
+def reference_shares(root: Path, seeds: Sequence[int]) -> dict[str, float]:
+    """Each task's share of zero-spread groups over the seed/fixed runs of ``seeds`` (tasks never decided: absent)."""
+    counts: dict[str, list[int]] = {}
+    for seed in seeds:
+        for task, zero, _kind in decided_groups(root / f"seed-fixed-{seed}"):
+            pair = counts.setdefault(task, [0, 0])
+            pair[0] += zero
+            pair[1] += 1
+    return {task: round(zero / total, 3) for task, (zero, total) in sorted(counts.items())}
+
+
+def write_labels(out: Path, shares: dict[str, float]) -> None:
+    """A prompt file (``shopsimrl data export``'s format) of each task's reference label, for ``--prompt-labels``."""
+    atomic_write_jsonl(out, [{"prompt": task, "metadata": {"task_id": task, REFERENCE_LABEL: share}}
+                             for task, share in shares.items()])
+
+
+def replay(groups: Sequence[tuple[str, bool, str]], ids: list[str], descriptions: dict[str, dict[str, str]],
+           others: Sequence[Sequence[tuple[str, bool, str]]] = (),
+           reference: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, float]]:
     index = {t: i for i, t in enumerate(ids)}
     labels_only = {t: {k: v for k, v in d.items() if k != TEXT_KEY} for t, d in descriptions.items()}
     models = {"history": SpreadForecast(ids, None), "labels": SpreadForecast(ids, labels_only),
               "text+labels": SpreadForecast(ids, descriptions)}
+    if reference is not None:
+        models["reference label"] = SpreadForecast(ids, reference)
+        models["text+labels+reference"] = SpreadForecast(
+            ids, {t: {**d, **reference.get(t, {})} for t, d in descriptions.items()})
+    fitted = iter(offline(groups, others, ids, descriptions)) if others else None
     words = {t: frozenset(d[TEXT_KEY].lower().replace(",", " ").replace(".", " ").split()) for t, d in descriptions.items()}
     similar = Similarity(words)
     observed: dict[str, int] = {}
     history: dict[str, str] = {}
     base = [1.0, 2.0]
-    preds: dict[str, list[tuple[float, float, float]]] = {name: [] for name in [*models, "similarity", "base rate"]}
+    offline_form = ["text+labels, fitted offline"] if fitted is not None else []
+    preds: dict[str, list[tuple[float, float, float]]] = {name: [] for name in [*models, "similarity", *offline_form,
+                                                                                 "base rate"]}
     for task, zero, kind in groups:
         if observed.get(task, 0) < RARE_GROUPS:
             i, h = index[task], history.get(task, HISTORY[0])
             rate = base[0] / base[1]
             guesses = {name: m.predict(i, h) for name, m in models.items()}
             guesses["similarity"] = similar.predict(task) if h == "new" else rate
+            if fitted is not None:
+                guesses["text+labels, fitted offline"] = next(fitted)
             guesses["base rate"] = rate
             for name, guess in guesses.items():
                 preds[name].append((guess, float(zero), rate))
@@ -137,15 +211,23 @@ def replay(groups: Sequence[tuple[str, bool, str]], ids: list[str],
     return out
 
 
-def main(root: Path, seeds: Sequence[int], out: str, products: int | None = None) -> dict[str, Any]:
+def main(root: Path, seeds: Sequence[int], out: str, products: int | None = None,
+         labels: Path | None = None) -> dict[str, Any]:
     descriptions = descriptions_of(products)
     ids = list(descriptions)
-    per_seed = {str(seed): replay(decided_groups(root / f"seed-fixed-{seed}"), ids, descriptions) for seed in seeds}
+    reference = None
+    if labels is not None:
+        known, metadata = read_prompts(labels)
+        reference = {t: {REFERENCE_LABEL: metadata[t][REFERENCE_LABEL]} for t in known}
+    runs = {seed: decided_groups(root / f"seed-fixed-{seed}") for seed in seeds}
+    per_seed = {str(seed): replay(groups, ids, descriptions, [g for s, g in runs.items() if s != seed], reference)
+                for seed, groups in runs.items()}
     forms = next(iter(per_seed.values()))
     summary = {name: {key: sorted(r[name][key] for r in per_seed.values())[len(per_seed) // 2] for key in forms[name]}
                for name in forms}
     results = {"machine": machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "root": str(root),
-               "seeds": list(seeds), "products": products or "default", "summary_median": summary,
+               "seeds": list(seeds), "products": products or "default",
+               **({"labels": str(labels)} if labels is not None else {}), "summary_median": summary,
                "per_seed": per_seed}
     publish(out, results, summary)
     return results
@@ -157,5 +239,11 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, nargs="+", required=True, help="tuning seeds (100+)")
     parser.add_argument("--products", type=int, default=None, help="the catalog's products (default: embedded)")
     parser.add_argument("--out", default="benchmarks/results/forecast.json")
+    parser.add_argument("--labels", type=Path, default=None, help="reference labels (a --write-labels file) to judge")
+    parser.add_argument("--write-labels", type=Path, default=None, metavar="OUT",
+                        help="write each task's zero-spread share over these runs as a prompt file, and stop")
     a = parser.parse_args()
-    main(a.root, a.seeds, a.out, a.products)
+    if a.write_labels is not None:
+        write_labels(a.write_labels, reference_shares(a.root, a.seeds))
+    else:
+        main(a.root, a.seeds, a.out, a.products, a.labels)

@@ -80,12 +80,16 @@ ASYNC = "+async"
 #: default (``forecast/fixed+async+tis``).
 TIS = "+tis"
 TIS_CAP = 2.0
+#: Last: the ``forecast`` rule also reads a difficulty label (``--prompt-labels``), each task's share of zero-spread
+#: groups on seed/fixed runs of the tuning seeds (:func:`labels_file`, written by ``bench_forecast --write-labels``).
+LABELS = "+labels"
 #: The modelled clock's wall time so far (``--clock modelled``): the curve's ``model_s`` axis.
 MODEL_TOTAL = PREFIX + "clock/total_s"
 
 
 def loop_of(config: str) -> tuple[str, str]:
     """(``selection/waves[/staged]``, ``sync`` or ``async``) of a config name (``+tis`` is the async loop's option)."""
+    config = config.removesuffix(LABELS)
     base = config.removesuffix(TIS)
     if base != config and not base.endswith(ASYNC):
         raise ValueError(f"{config}: {TIS} corrects the async loop's policy lag, so it follows {ASYNC}")
@@ -138,6 +142,11 @@ REGIMES = (
 QUICK = Regime("products_2000", 2000, REGIMES[0].configs, (0,), "val+test", 16, steps=10, max_steps=16)
 
 
+def labels_file(regime: Regime) -> Path:
+    """The reference labels of ``regime``'s catalog (``release`` and ``release_clock`` share the default's)."""
+    return Path(__file__).parent / "results" / f"reference_labels_{regime.name.removesuffix('_clock')}.jsonl"
+
+
 def run_argv(regime: Regime, config: str, seed: int, out: Path, name: str) -> list[str]:
     """``selection/waves`` or ``selection/waves/staged`` (staged siblings, the default stage size)."""
     base, loop = loop_of(config)
@@ -147,7 +156,8 @@ def run_argv(regime: Regime, config: str, seed: int, out: Path, name: str) -> li
             "--eval-every", str(regime.eval_every), "--eval-samples", str(regime.eval_samples),
             "--eval-split", regime.eval_split, "--steps", str(regime.steps_of(config)), "--seed", str(seed),
             "--selection", selection, "--waves", waves, "--out", str(out), "--name", name,
-            *(["--tis-cap", str(TIS_CAP)] if config.endswith(TIS) else []),
+            *(["--tis-cap", str(TIS_CAP)] if config.removesuffix(LABELS).endswith(TIS) else []),
+            *(["--prompt-labels", str(labels_file(regime))] if config.endswith(LABELS) else []),
             "--no-timeline", "--view", "plain", *(["--products", str(regime.products)] if regime.products else [])]
 
 

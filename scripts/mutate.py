@@ -253,6 +253,10 @@ MUTATIONS = (
              "shopsimrl/rollout/clusters.py",
              'return task_id, {"instruction": task.instruction,',
              'return task_id, {"instruction": task.instruction, "product": str(task.goal.get("product_id")),'),
+    Mutation("forecast-reads-a-numeric-label-by-its-exact-value", "selection",
+             "test_forecast.py::test_a_numeric_label_is_read_by_its_decile_so_a_never_seen_value_is_predicted",
+             SAMPLING + "forecast.py",
+             "        edges = numeric_edges(described)", "        edges: dict[str, list[float]] = {}"),
     # the skip selection rule (docs/selection.md)
     Mutation("skip-without-floor", "selection",
              "test_selector_skip.py::test_a_skipped_prompt_is_retried_at_least_at_the_floor",

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from shopsimrl.cli import main as cli_main
-from shopsimrl.sampling.forecast import ForecastStateError
-from shopsimrl.slime.data import PromptDataError, descriptions_of, read_prompts
+from shopsimrl.sampling.forecast import ForecastStateError, SpreadForecast
+from shopsimrl.slime.data import PromptDataError, descriptions_of, read_prompts, with_labels
 from shopsimrl.slime.data_source import SelectorDataSource
 from shopsimrl.slime_metrics import enrich_rollout_metrics, record_generated_rollout_groups
 
@@ -59,6 +59,29 @@ def test_the_data_source_forecasts_from_the_instruction_and_every_label_of_the_p
     hard = [forecast.predict(i, "new") for i in unseen if int(ev.ids[i].split("-")[1]) % 2]
     plain = [forecast.predict(i, "new") for i in unseen if not int(ev.ids[i].split("-")[1]) % 2]
     assert hard and plain and min(hard) > max(plain)  # the instruction's word "hard" read from the prompt data
+
+
+def test_a_numeric_label_of_the_prompt_data_is_read_by_its_decile_as_the_main_job_reads_it(tmp_path, args, kit):
+    """A pass rate added to the exported file: slime's data source buckets it as the main job's forecast does."""
+    metas = [{**described(i), "instruction": "Find me red shoes", "pass_rate": round((i * 37 % 100) / 100, 2)}
+             for i in range(100)]
+    args.prompt_data = str(write(tmp_path / "rated.jsonl", metas))
+    source = SelectorDataSource(args, sample_cls=kit.Sample)
+    ids, metadata = read_prompts(args.prompt_data)
+    main_job = SpreadForecast(ids, with_labels(None, descriptions_of(metadata), ids, args.prompt_data))
+    assert source.selector.forecast.fingerprint == main_job.fingerprint
+    rate = {m["task_id"]: m["pass_rate"] for m in metas}
+    for _ in range(4):  # a prompt at either end of the pass rate never spreads; the middle always does
+        groups = source.get_samples(10)
+        done = [kit.scored_group(g, [1.0, 0.0, 1.0, 0.0] if 0.2 < rate[g[0].metadata["task_id"]] < 0.8
+                                 else [float(rate[g[0].metadata["task_id"]] >= 0.8)] * 4, g[0].metadata["task_id"])
+                for g in groups]
+        record_generated_rollout_groups(args, done, source)
+    ev, forecast = source.selector.evidence, source.selector.forecast
+    unseen = [i for i in range(100) if not ev.observed[i]]
+    ends = [forecast.predict(i, "new") for i in unseen if not 0.2 < rate[ev.ids[i]] < 0.8]
+    middle = [forecast.predict(i, "new") for i in unseen if 0.2 < rate[ev.ids[i]] < 0.8]
+    assert ends and middle and sum(ends) / len(ends) > sum(middle) / len(middle) + 0.05
 
 
 def test_prompt_data_without_text_or_labels_works_from_history_and_says_so_once(tmp_path, args, kit, caplog):
