@@ -560,7 +560,7 @@ def run_regime(regime: Regime, root: Path, jobs: int) -> dict[str, dict[str, dic
     def one(item: tuple[str, int, int]) -> tuple[str, str, dict[str, Any]]:
         config, seed, repetition = item
         key = run_key(seed, repetition)
-        name = f"{config.replace('/', '-')}-{key}"
+        name = f"{config.replace('/', '-').replace('+', '-')}-{key}"
         run = root / name
         if not (run / "metrics.jsonl").exists() or len(read_rows(run)) < regime.steps_of(config):
             shutil.rmtree(run, ignore_errors=True)

@@ -16,7 +16,9 @@ sibling solved; zero spread is either end, so one score per end) on hashed featu
 pairs, its numbers by magnitude, its length, each label ``key=value`` (a numeric label, such as a pass rate measured
 earlier, by its decile over the prompt set), the history, each history crossed with each label), fitted online by
 AdaGrad on every group of a prompt observed at most once before (the groups it predicts), with an L2 pull toward
-zero.  A prompt with no description is predicted from its history alone.
+zero.  The features are scored at ``1/sqrt`` of their number, so a long text weighs no more than a short one; a
+numeric label (and its crosses) at full weight, since one measured value is not one word among many.  A prompt with
+no description is predicted from its history alone.
 
 **The gate**: the model's prediction is scored before each update (prequentially) against the base
 rate (the decayed share of zero-spread groups among the same groups), by the Brier score.  Only when
@@ -142,6 +144,11 @@ def description_features(description: Mapping[str, Any] | None,
     return names + labels, labels
 
 
+def _measured(name: str) -> bool:
+    """A numeric label's feature (``l:key~qK``)."""
+    return name.startswith("l:") and "~q" in name and "=" not in name
+
+
 def fingerprint(ids: Sequence[Hashable], descriptions: Mapping[Hashable, Mapping[str, Any]] | None) -> int:
     """A checksum of the prompts and their descriptions, in order (a saved forecast must match it)."""
     check = 0
@@ -158,11 +165,16 @@ class SpreadForecast:
         described = descriptions or {}
         self.described = sum(1 for pid in ids if described.get(pid))
         self.fingerprint = fingerprint(ids, descriptions)
-        self._features: list[tuple[list[int], list[int]]] = []  # per prompt: its description's slots, its crosses'
+        # per prompt: the slots scored at 1/sqrt(their number) (text, labels, history, their crosses) and the slots
+        # scored at full weight (each numeric label and its crosses: one measured value, not one word among many)
+        self._features: list[tuple[list[int], list[int], list[int], list[int]]] = []
         edges = numeric_edges(described)
         for pid in ids:
             names, labels = description_features(described.get(pid), edges)
-            self._features.append(([_slot(n) for n in names], [_slot(lab) for lab in labels]))
+            self._features.append(([_slot(n) for n in names if not _measured(n)],
+                                   [_slot(lab) for lab in labels if not _measured(lab)],
+                                   [_slot(n) for n in names if _measured(n)],
+                                   [_slot(lab) for lab in labels if _measured(lab)]))
         self.weights: dict[int, float] = {}
         self.squares: dict[int, float] = {}  # AdaGrad's summed squared gradients per slot
         self.bias = [0.0] * CLASSES
@@ -172,15 +184,19 @@ class SpreadForecast:
         self.scored = 0.0  # decayed scored groups
         self.step = zero_calibration()
 
-    def _slots(self, i: int, history: str) -> list[int]:
-        own, labels = self._features[i]
+    def _slots(self, i: int, history: str) -> tuple[list[int], list[int]]:
+        """The slots of prompt ``i`` with ``history``: (scored at 1/sqrt of their number, scored at full weight)."""
+        own, labels, measured, measured_labels = self._features[i]
         h = "h:" + history
-        return [*own, _slot(h), *(_slot(h + "|" + str(lab)) for lab in labels)]
+        return ([*own, _slot(h), *(_slot(h + "|" + str(lab)) for lab in labels)],
+                [*measured, *(_slot(h + "|" + str(lab)) for lab in measured_labels)])
 
-    def _probabilities(self, slots: Sequence[int]) -> list[float]:
+    def _probabilities(self, slots: tuple[list[int], list[int]]) -> list[float]:
         """The chances of the three outcomes (``OUTCOMES``): a softmax over one linear score each."""
-        scale = 1.0 / math.sqrt(len(slots))
-        scores = [self.bias[c] + scale * sum(self.weights.get(s * CLASSES + c, 0.0) for s in slots)
+        scaled, full = slots
+        scale = 1.0 / math.sqrt(len(scaled))
+        scores = [self.bias[c] + scale * sum(self.weights.get(s * CLASSES + c, 0.0) for s in scaled)
+                  + sum(self.weights.get(s * CLASSES + c, 0.0) for s in full)
                   for c in range(CLASSES)]
         top = max(scores)
         exps = [math.exp(max(-30.0, x - top)) for x in scores]
@@ -219,15 +235,17 @@ class SpreadForecast:
         step["forecast_observed_sum"] += y
         step["forecast_brier_sum"] += (p - y) ** 2
         step["forecast_base_brier_sum"] += (base - y) ** 2
-        scale = 1.0 / math.sqrt(len(slots))
+        scaled, full = slots
+        scale = 1.0 / math.sqrt(len(scaled))
+        weighted = [*((s, scale) for s in scaled), *((s, 1.0) for s in full)]
         for c in range(CLASSES):
             grad = probs[c] - (1.0 if c == target else 0.0)
             self.bias_squares[c] += grad * grad
             self.bias[c] -= LEARNING_RATE * grad / math.sqrt(self.bias_squares[c] + 1e-8)
-            for s in slots:
+            for s, weight in weighted:
                 key = s * CLASSES + c
                 w = self.weights.get(key, 0.0)
-                gs = grad * scale + L2 * w
+                gs = grad * weight + L2 * w
                 sq = self.squares.get(key, 0.0) + gs * gs
                 self.squares[key] = sq
                 self.weights[key] = w - LEARNING_RATE * gs / math.sqrt(sq + 1e-8)

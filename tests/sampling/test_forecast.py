@@ -75,11 +75,14 @@ def test_where_the_text_predicts_difficulty_it_learns_it():
 
 
 def test_a_numeric_label_is_read_by_its_decile_so_a_never_seen_value_is_predicted():
-    """A pass rate measured earlier, one distinct value per prompt: the exact value is never seen twice, its decile is."""
+    """A pass rate measured earlier, one distinct value per prompt: the exact value is never seen twice, its decile is;
+    and it counts in full beside a long instruction whose words carry nothing."""
     rng = random.Random(5)
     ids = [f"p{i}" for i in range(800)]
     rate = {pid: rng.random() for pid in ids}
-    descriptions = {pid: {"instruction": "Find me shoes", "pass_rate": f"{rate[pid]:.4f}"} for pid in ids}
+    vocabulary = [f"word{k}" for k in range(300)]
+    descriptions = {pid: {"instruction": " ".join(rng.choices(vocabulary, k=30)), "pass_rate": f"{rate[pid]:.4f}"}
+                    for pid in ids}
     edges = numeric_edges(descriptions)
     assert len(edges["pass_rate"]) == NUMERIC_BUCKETS - 1
     assert description_features(descriptions["p0"], edges)[1] == [
