@@ -523,7 +523,7 @@ def forecast_targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if regime not in results["regimes"]:
             continue
         pairs, summ = results["regimes"][regime]["paired"], results["regimes"][regime]["summary"]
-        for config in (FORECAST, FORECAST_STAGED):
+        for config in (FORECAST, FORECAST_STAGED, FORECAST + LABELS, FORECAST_STAGED + LABELS):
             if config not in pairs:
                 continue
             pair, name = pairs[config], f"{regime}: {config}"

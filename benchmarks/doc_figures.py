@@ -236,7 +236,7 @@ def targets_table(stem: str, r: Results) -> str:
 
 
 for _stem, _regime in (("selection", "products_2000"), ("selection_release", "release"),
-                       ("selection_forecast_products_2000", "products_2000")):
+                       ("selection_forecast_products_2000", "products_2000"), ("selection_release_labels", "release")):
     FIGURES[f"{_stem}.{_regime}"] = partial(selection_table, _stem, _regime)
 # One line per results file whose "targets" block a page shows.
 for _stem in ("selection_clock",):
@@ -263,10 +263,12 @@ for _name, _fn in {
 @figure("forecast.forms")
 def forecast_forms(r: Results) -> str:
     d = r("forecast")
-    rows = [[form, num(s["brier"], 3), signed(s["brier_skill"]), num(s["auc"], 3)]
+    rows = [[form, num(s["brier"], 3), signed(s["brier_skill"]), num(s["auc"], 3),
+             f"{num(s['spread_share_handed_out'], 2)} of {num(s['handed_out_share'], 2)}"]
             for form, s in d["summary_median"].items()]
     return table([f"what predicts a never-seen prompt's spread (seeds {', '.join(map(str, d['seeds']))})",
-                  "Brier score", "skill over the base rate", "AUC"], rows)
+                  "Brier score", "skill over the base rate", "AUC", "share with spread of the groups the rule hands out"],
+                 rows)
 
 
 def clock_summary(stem: str, r: Results) -> str:
