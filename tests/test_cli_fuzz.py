@@ -113,6 +113,8 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
         "--stage-size": ("0", "-1", Late("9", ("--siblings", "staged")), Late("4")),  # > n; without staged
         "--eval-every": ("0", "-1", Late("5")),  # without --learner grpo
         "--eval-samples": ("0", "-1"),
+        "--prompt-labels": ("", "/dev/zero", "/tmp", "/nonexistent/file", "@fifo", "@loop", "@folder", "@empty",
+                            "@binary", "@unicode", Late(RELEASE_CSV, ("--selection", "forecast"))),
     },
     "env serve": {**CATALOG, **SERVER, "--lease-ttl": ("0", "-1"), "--keep-alive": ("0",), "--processes": ("0", "-2", *HUGE),
                   "--host": (Late("0.0.0.0"), Late("192.0.2.1")),  # beyond loopback without a token
