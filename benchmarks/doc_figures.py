@@ -264,11 +264,16 @@ for _name, _fn in {
 def forecast_forms(r: Results) -> str:
     d = r("forecast")
     rows = [[form, num(s["brier"], 3), signed(s["brier_skill"]), num(s["auc"], 3),
-             f"{num(s['spread_share_handed_out'], 2)} of {num(s['handed_out_share'], 2)}"]
+             f"{num(s['spread_share_handed_out'], 2)} ({num(s['handed_out_share'], 2)} handed out)"]
             for form, s in d["summary_median"].items()]
     return table([f"what predicts a never-seen prompt's spread (seeds {', '.join(map(str, d['seeds']))})",
-                  "Brier score", "skill over the base rate", "AUC", "share with spread of the groups the rule hands out"],
+                  "Brier score", "skill over the base rate", "AUC", "spread share of what the rule hands out"],
                  rows)
+
+
+for _name, _form in (("offline_auc", "text+labels, fitted offline"), ("online_auc", "text+labels"),
+                     ("reference_auc", "reference label")):
+    FIGURES[f"forecast.{_name}"] = partial(lambda form, r: num(r("forecast")["summary_median"][form]["auc"], 3), _form)
 
 
 def clock_summary(stem: str, r: Results) -> str:
@@ -302,6 +307,18 @@ for _stem in ("selection_clock_forecast", "selection_clock_release"):
 FIGURES["selection_clock_release.fixed_async_reach"] = lambda r: times(
     r("selection_clock_release")["against_seed_fixed"]["forecast/fixed+async"]["to_reach_seed_fixed_final"]
     ["median_ratio_model_s"])
+FIGURES["selection_release_labels.labels_low"] = lambda r: signed(
+    r("selection_release_labels")["regimes"]["release"]["paired"]["forecast/adaptive+labels"]["at_equal_episodes"]
+    ["worst_low"])
+FIGURES["selection_release_labels.labels_reached"] = lambda r: str(
+    r("selection_release_labels")["regimes"]["release"]["paired"]["forecast/adaptive+labels"]
+    ["episodes_to_reach_seed_fixed_final"]["reached"])
+FIGURES["selection_clock_release.labels_time"] = lambda r: times(
+    r("selection_clock_release")["summary"]["forecast/fixed+async+labels"]["model_total_h"]
+    / r("selection_clock_release")["summary"]["seed/fixed"]["model_total_h"])
+FIGURES["selection_clock_release.labels_low"] = lambda r: signed(
+    r("selection_clock_release")["against_seed_fixed"]["forecast/fixed+async+labels"]["at_equal_model_time"]
+    ["worst_low"])
 FIGURES["selection_clock_forecast.fixed_async_time"] = lambda r: times(
     r("selection_clock_forecast")["summary"]["forecast/fixed+async"]["model_total_h"]
     / r("selection_clock_forecast")["summary"]["seed/fixed"]["model_total_h"])
