@@ -15,13 +15,15 @@ from typing import Any
 
 from shopsimrl.argtypes import in_file
 from shopsimrl.commands.clock_options import check_options as check_clock_options
+from shopsimrl.commands.clock_options import run_fields as clock_fields
 from shopsimrl.commands.clock_options import time_model
 from shopsimrl.errors import UsageError
 from shopsimrl.learn.connect import check_options as check_learner_options
+from shopsimrl.learn.connect import run_fields as learning_fields
 from shopsimrl.rollout.run import RolloutConfig, default_run_name
 from shopsimrl.sampling import SamplingKnobs
 from shopsimrl.sampling.modes import Selection
-from shopsimrl.slime.data import PromptDataError, descriptions_of, read_prompts
+from shopsimrl.slime.data import PromptDataError, descriptions_of, read_prompts, with_labels
 
 IN_PROCESS = "inprocess"  # --env: the in-process env (no server)
 
@@ -93,6 +95,11 @@ class PromptLabels:
     path: Path
     labels: dict[str, dict[str, Any]]
 
+    def over(self, descriptions: dict[str, dict[str, Any]] | None, task_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The env's descriptions with this file's text and labels over them (a task the run does not train on: a
+        refusal, :func:`~shopsimrl.slime.data.with_labels`)."""
+        return with_labels(descriptions, self.labels, task_ids, self.path)
+
 
 def prompt_labels(text: str) -> PromptLabels:
     """A prompt file in ``shopsimrl data export``'s format (labels added to its metadata), read whole; a malformed line
@@ -105,6 +112,14 @@ def prompt_labels(text: str) -> PromptLabels:
     except OSError as exc:
         raise argparse.ArgumentTypeError(f"cannot read {text} ({exc.strerror or exc})") from None
     return PromptLabels(path, descriptions_of(metadata))
+
+
+def run_fields(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """The run's options beyond its config, recorded in ``run.json`` (``--resume`` refuses other ones)."""
+    return {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
+            "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
+            **({"prompt_labels": str(args.prompt_labels.path)} if args.prompt_labels is not None else {}),
+            **learning_fields(args), **clock_fields(args)}
 
 
 def check_options(args: argparse.Namespace) -> None:

@@ -18,9 +18,8 @@ from typing import Any
 
 from rich.console import Console
 
-from shopsimrl.commands.clock_options import run_fields as clock_fields
 from shopsimrl.commands.interrupts import Interrupts
-from shopsimrl.commands.rollout_options import IN_PROCESS
+from shopsimrl.commands.rollout_options import IN_PROCESS, run_fields
 from shopsimrl.env import InProcessEnvClient, ShopSimEnv, catalog_path
 from shopsimrl.env.build import build_catalog_async
 from shopsimrl.env.http_client import HttpEnvClient
@@ -28,7 +27,6 @@ from shopsimrl.env.pool import EnvPool, make_env_client
 from shopsimrl.env.types import EnvClient, EnvError
 from shopsimrl.errors import Refusal
 from shopsimrl.learn.connect import make_learning_policy
-from shopsimrl.learn.connect import run_fields as learning_fields
 from shopsimrl.learn.connect import start as start_learning
 from shopsimrl.rollout.clusters import task_categories, task_descriptions
 from shopsimrl.rollout.episode_runner import agent_runner
@@ -40,7 +38,6 @@ from shopsimrl.rollout.tracking import WandbLogger
 from shopsimrl.rollout.view import RolloutView
 from shopsimrl.sampling import SamplingKnobs, TooManyTechnicalFailures
 from shopsimrl.sampling.modes import Selection, is_faithful
-from shopsimrl.slime.data import with_labels
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -218,10 +215,7 @@ async def _run(args: Any, config: RolloutConfig, options: dict[str, Any], interr
         paths = _prepare_outputs(args, config.name)
         client = FaultInjectingEnv(env.client, args.fault_rate, seed=args.seed) if args.fault_rate > 0 else env.client
         runner = agent_runner(client, policy, max_turns=args.max_turns)
-        extra = {"policy": args.policy, "policy_options": options, "env": args.env, "products": args.products,
-                 "catalog_seed": args.catalog_seed, "fault_rate": args.fault_rate, "max_turns": args.max_turns,
-                 **({"prompt_labels": str(args.prompt_labels.path)} if args.prompt_labels is not None else {}),
-                 **learning_fields(args), **clock_fields(args)}
+        extra = run_fields(args, options)
         # the learner's hooks, and --resume's position (ResumeError, a refusal: the run cannot be continued as asked)
         learner_kwargs = await start_learning(args, policy, client, paths, config, task_ids, extra)
         if args.wandb:
@@ -233,7 +227,7 @@ async def _run(args: Any, config: RolloutConfig, options: dict[str, Any], interr
         # the forecast rule's reading: each task's instruction and label, what a trainer has before rollout
         descriptions = await task_descriptions(env.client, task_ids) if config.selection is Selection.FORECAST else None
         if args.prompt_labels is not None:  # the prompt file's labels over the env's (a refusal: a task not trained)
-            descriptions = with_labels(descriptions, args.prompt_labels.labels, task_ids, args.prompt_labels.path)
+            descriptions = args.prompt_labels.over(descriptions, task_ids)
         code = await _run_steps(args, config, runner, task_ids, paths, interrupts, learner_kwargs, logger, extra,
                                 clusters, descriptions)
         return code
