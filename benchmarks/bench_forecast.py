@@ -15,7 +15,8 @@ prompt observed at most once before (the forecast's domain) is predicted before 
   seeds' runs (``OFFLINE_PASSES`` passes) of prompts in the other ``FOLDS`` folds, so each prompt is predicted from
   five times the groups the online model has seen, but never from its own;
 - with ``--labels FILE`` (a prompt file of each task's ``zero_spread_share`` on earlier runs, written by
-  ``--write-labels``): ``reference label`` (that label and the history) and ``text+labels+reference``.
+  ``shopsimrl data export --zero-spread-from RUN ...``): ``reference label`` (that label and the history) and
+  ``text+labels+reference``.
 
 For each: the Brier score and its skill over the base rate, the area under the ROC curve, and the
 share of groups with spread among those the ``forecast`` rule's skip (gate aside) would hand out, in
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine, publish
-from shopsimrl.io import atomic_write_jsonl
+from shopsimrl.rollout.outcomes import LABEL
 from shopsimrl.sampling.forecast import HISTORY, RARE_GROUPS, SCORE_DECAY, TEXT_KEY, SpreadForecast
 from shopsimrl.sampling.skip import RETRY_FLOOR
 from shopsimrl.slime.data import read_prompts
@@ -42,8 +43,6 @@ NEIGHBOURS = 20
 SHRINK = 5.0  # pseudo-groups at the base rate behind a similarity prediction
 FOLDS = 5  # the offline fit: prompts split by a hash of their id
 OFFLINE_PASSES = 2
-#: The label ``--write-labels`` writes: a task's share of zero-spread groups on earlier seed/fixed runs.
-REFERENCE_LABEL = "zero_spread_share"
 
 
 def decided_groups(run: Path) -> list[tuple[str, bool, str]]:
@@ -141,23 +140,6 @@ def offline(groups: Sequence[tuple[str, bool, str]], others: Sequence[Sequence[t
     return [models[fold_of(task)].predict(index[task], history) for task, _z, _k, history in domain(groups)]
 
 
-def reference_shares(root: Path, seeds: Sequence[int]) -> dict[str, float]:
-    """Each task's share of zero-spread groups over the seed/fixed runs of ``seeds`` (tasks never decided: absent)."""
-    counts: dict[str, list[int]] = {}
-    for seed in seeds:
-        for task, zero, _kind in decided_groups(root / f"seed-fixed-{seed}"):
-            pair = counts.setdefault(task, [0, 0])
-            pair[0] += zero
-            pair[1] += 1
-    return {task: round(zero / total, 3) for task, (zero, total) in sorted(counts.items())}
-
-
-def write_labels(out: Path, shares: dict[str, float]) -> None:
-    """A prompt file (``shopsimrl data export``'s format) of each task's reference label, for ``--prompt-labels``."""
-    atomic_write_jsonl(out, [{"prompt": task, "metadata": {"task_id": task, REFERENCE_LABEL: share}}
-                             for task, share in shares.items()])
-
-
 def replay(groups: Sequence[tuple[str, bool, str]], ids: list[str], descriptions: dict[str, dict[str, str]],
            others: Sequence[Sequence[tuple[str, bool, str]]] = (),
            reference: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, float]]:
@@ -218,7 +200,7 @@ def main(root: Path, seeds: Sequence[int], out: str, products: int | None = None
     reference = None
     if labels is not None:
         known, metadata = read_prompts(labels)
-        reference = {t: {REFERENCE_LABEL: metadata[t][REFERENCE_LABEL]} for t in known}
+        reference = {t: {LABEL: metadata[t][LABEL]} for t in known if LABEL in metadata[t]}
     runs = {seed: decided_groups(root / f"seed-fixed-{seed}") for seed in seeds}
     per_seed = {str(seed): replay(groups, ids, descriptions, [g for s, g in runs.items() if s != seed], reference)
                 for seed, groups in runs.items()}
@@ -239,11 +221,8 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, nargs="+", required=True, help="tuning seeds (100+)")
     parser.add_argument("--products", type=int, default=None, help="the catalog's products (default: embedded)")
     parser.add_argument("--out", default="benchmarks/results/forecast.json")
-    parser.add_argument("--labels", type=Path, default=None, help="reference labels (a --write-labels file) to judge")
-    parser.add_argument("--write-labels", type=Path, default=None, metavar="OUT",
-                        help="write each task's zero-spread share over these runs as a prompt file, and stop")
+    parser.add_argument("--labels", type=Path, default=None,
+                        help="a prompt file with each task's zero_spread_share on earlier runs (data export "
+                        "--zero-spread-from) to judge as a label")
     a = parser.parse_args()
-    if a.write_labels is not None:
-        write_labels(a.write_labels, reference_shares(a.root, a.seeds))
-    else:
-        main(a.root, a.seeds, a.out, a.products, a.labels)
+    main(a.root, a.seeds, a.out, a.products, a.labels)

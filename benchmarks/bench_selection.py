@@ -81,7 +81,7 @@ ASYNC = "+async"
 TIS = "+tis"
 TIS_CAP = 2.0
 #: Last: the ``forecast`` rule also reads a difficulty label (``--prompt-labels``), each task's share of zero-spread
-#: groups on seed/fixed runs of the tuning seeds (:func:`labels_file`, written by ``bench_forecast --write-labels``).
+#: groups on seed/fixed runs of the tuning seeds (:func:`labels_file`, ``shopsimrl data export --zero-spread-from``).
 LABELS = "+labels"
 #: The modelled clock's wall time so far (``--clock modelled``): the curve's ``model_s`` axis.
 MODEL_TOTAL = PREFIX + "clock/total_s"

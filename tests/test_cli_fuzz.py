@@ -127,7 +127,8 @@ ROWS: dict[str, dict[str, tuple[str | Late, ...]]] = {
                "--max-consecutive-failed-groups": ("0",)},
     "data export": {"--out": (), "--env": (), "--env-token-file": (Late("/etc/hostname"),  # without --env
                                                                   Late("@empty", ("--env", "http://127.0.0.1:9"))),
-                    "--products": PRODUCTS, "--seed": (), "--cache-dir": (Late("/proc"),)},
+                    "--products": PRODUCTS, "--seed": (), "--cache-dir": (Late("/proc"),),
+                    "--zero-spread-from": (Late("/tmp"), Late("/etc"))},  # folders that are not runs
     "simulate": {"--steps": ("0", *HUGE), "--seeds": (), "--out": (), "--timeline-step": ("0", Late("90")),
                  "--prompts": ("0", "1", "31", *HUGE), "--eta-prompt": ("-1",), "--eta-global": ("-1",),
                  "--stage-size": ("0", Late("4")), "--capacity": ("-1", Late("0", ("--siblings", "staged"))),

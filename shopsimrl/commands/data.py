@@ -1,4 +1,5 @@
-"""``shopsimrl data export``: slime's prompt file (one task id per line) from the env's task split."""
+"""``shopsimrl data export``: slime's prompt file (one task id per line) from the env's task split, with each task's
+record on earlier runs as a label if asked (``--zero-spread-from``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from shopsimrl.argtypes import cache_folder, in_file, int_range, out_file, server_url
+from shopsimrl.argtypes import cache_folder, existing_folder, in_file, int_range, out_file, server_url
 from shopsimrl.commands.catalog import check_cache
 from shopsimrl.commands.dispatch import handled_by
 from shopsimrl.defaults import DEFAULT_CATALOG_SEED, DEFAULT_PRODUCTS, DEFAULT_PROMPT_DATA
@@ -15,6 +16,7 @@ from shopsimrl.env.auth import load_token
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.env.types import EnvError
 from shopsimrl.errors import UsageError
+from shopsimrl.rollout.outcomes import LABEL, zero_spread_shares
 from shopsimrl.slime.data import export_prompts
 
 
@@ -32,6 +34,9 @@ def register(subparsers: Any) -> None:
     export.add_argument("--products", type=int_range(MIN_PRODUCTS, MAX_PRODUCTS), default=None, help="in-process catalog size")
     export.add_argument("--seed", type=int, default=None, help="in-process catalog seed")
     export.add_argument("--cache-dir", type=cache_folder, default=None, help="in-process catalog cache directory")
+    export.add_argument("--zero-spread-from", type=existing_folder, nargs="+", default=None, metavar="RUN",
+                        help="earlier run folders (shopsimrl rollout): write each task's share of zero-spread groups "
+                        "there as the label zero_spread_share, which the forecast rule reads (docs/forecast.md)")
     handled_by(export, _export)
 
 
@@ -41,10 +46,18 @@ def _export(args: argparse.Namespace) -> int:
     if args.env is None and args.env_token_file is not None:
         raise UsageError("--env-token-file: used only with --env URL")
 
+    labels = None
+    if args.zero_spread_from:  # NotARunError / BadFileError: a refusal naming the folder or file
+        catalog = None if args.env is not None else {
+            "products": args.products or DEFAULT_PRODUCTS,
+            "catalog_seed": DEFAULT_CATALOG_SEED if args.seed is None else args.seed}
+        shares = zero_spread_shares(args.zero_spread_from, catalog)
+        labels = {task: {LABEL: share} for task, share in shares.items()}
+
     async def run() -> int:
         env = _open_env(args)
         try:
-            return await export_prompts(env, args.split, args.out)
+            return await export_prompts(env, args.split, args.out, labels)
         finally:
             await env.aclose()
 
@@ -52,7 +65,8 @@ def _export(args: argparse.Namespace) -> int:
         count = asyncio.run(run())
     except EnvError as exc:  # e.g. a server that refuses our token, or none at that URL
         raise UsageError(f"the env server at {args.env} answers: [{exc.code}] {exc}") from None
-    print(f"wrote {count} {args.split} tasks to {args.out}")
+    print(f"wrote {count} {args.split} tasks to {args.out}"
+          + (f", {len(labels)} of them with a {LABEL} from {len(args.zero_spread_from)} runs" if labels is not None else ""))
     return 0
 
 

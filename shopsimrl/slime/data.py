@@ -44,15 +44,19 @@ def prompt_records(task_ids: list[str], split: str,
             for task_id in task_ids]
 
 
-async def export_prompts(env: Any, split: str, out: str | Path) -> int:
-    """Write the prompt file of ``split`` atomically, each task's instruction and category in its metadata; returns
-    the number of tasks."""
+async def export_prompts(env: Any, split: str, out: str | Path,
+                         labels: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+    """Write the prompt file of ``split`` atomically, each task's instruction and category in its metadata, and its
+    ``labels`` (e.g. its record on earlier runs) if any; returns the number of tasks."""
     from shopsimrl.rollout.clusters import task_descriptions  # the main job's reading of instruction and labels
 
     task_ids = list(await env.list_tasks(split))
     if not task_ids:
         raise UsageError(f"the env lists no tasks for split {split!r}")
-    atomic_write_jsonl(out, prompt_records(task_ids, split, await task_descriptions(env, task_ids)))
+    described = await task_descriptions(env, task_ids)
+    extra = labels or {}
+    atomic_write_jsonl(out, prompt_records(task_ids, split, {t: {**described.get(t, {}), **extra.get(t, {})}
+                                                             for t in task_ids}))
     return len(task_ids)
 
 

@@ -94,3 +94,51 @@ def test_the_files_text_and_labels_go_over_the_envs_and_tasks_it_omits_keep_the_
     merged = with_labels(env, {"a": {"pass_rate": 0.25, "category": "Home"}}, ["a", "b"], "f.jsonl")
     assert merged == {"a": {"instruction": "Find a lamp", "category": "Home", "pass_rate": 0.25},
                       "b": {"instruction": "Find a mug"}}
+
+
+def decisions(run: Path, steps: list[int]) -> dict[str, list[int]]:
+    """(zero-spread groups, scored groups) per task, counted from the steps' events as the test reads them."""
+    out: dict[str, list[int]] = {}
+    for k in steps:
+        for line in (run / f"step-{k}" / "events.jsonl").read_text().splitlines():
+            event = json.loads(line)
+            if event["event"] == "decision" and event["verdict"] != "technical":
+                pair = out.setdefault(event["task_id"], [0, 0])
+                pair[0] += event["verdict"] == "zero_std"
+                pair[1] += 1
+    return out
+
+
+def test_an_export_labels_each_task_with_its_zero_spread_share_on_the_complete_steps_of_earlier_runs(
+        tmp_path, cli_cache, capsys):
+    from shopsimrl.cli import main
+
+    assert cli.main([*SMALL, "--steps", "3", "--out", str(tmp_path), "--name", "earlier"]) == 0
+    run = tmp_path / "earlier"
+    (run / "step-3" / "complete.json").unlink()  # a step cut short: its decisions do not count
+    out = tmp_path / "labelled.jsonl"
+    assert main(["data", "export", "--products", "2000", "--out", str(out), "--zero-spread-from", str(run)]) == 0
+    assert "with a zero_spread_share from 1 runs" in capsys.readouterr().out
+    counted = decisions(run, [1, 2])
+    _ids, metadata = read_prompts(out)
+    labelled = {t: m["zero_spread_share"] for t, m in metadata.items() if "zero_spread_share" in m}
+    assert labelled == {t: round(z / n, 3) for t, (z, n) in counted.items()}
+    assert 0 < len(labelled) < len(metadata) and all("instruction" in m for m in metadata.values())
+    assert {t for t in decisions(run, [3])} - set(counted) <= set(metadata) - set(labelled)
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    (lambda root: root, "not a run folder of shopsimrl rollout (no run.json)"),
+    (lambda root: (root / "run.json").write_text('{"env": "inprocess", "products": 2000, "catalog_seed": 0}') and root,
+     "no complete step (complete.json)"),
+    (lambda root: (root / "run.json").write_text('{"env": "inprocess", "products": 5000, "catalog_seed": 0}') and root,
+     "ran on the in-process catalog {'products': 5000, 'catalog_seed': 0}, not this export's"),
+])
+def test_an_export_from_a_folder_that_is_not_an_earlier_run_of_its_catalog_is_refused(tmp_path, capsys, make, says):
+    from shopsimrl.cli import main
+
+    folder = make(tmp_path)
+    out = tmp_path / "p.jsonl"
+    assert main(["data", "export", "--products", "2000", "--out", str(out), "--zero-spread-from", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err and not out.exists()
