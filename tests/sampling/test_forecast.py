@@ -129,8 +129,12 @@ def test_the_rule_skips_what_the_text_says_will_not_spread_and_weighs_what_it_ha
     assert forecast_rule.weight(ids[i]) <= 1.0 / RETRY_FLOOR
 
 
-def test_where_the_text_carries_nothing_it_stays_at_the_base_rate_and_the_rule_is_todays():
+@pytest.mark.parametrize("numeric", [False, True], ids=["text", "text-and-a-numeric-label"])
+def test_where_the_text_carries_nothing_it_stays_at_the_base_rate_and_the_rule_is_todays(numeric):
     ids, descriptions, spread = world(2000, signal=False)
+    if numeric:  # a pass rate that says nothing either, read at full weight
+        rng = random.Random(8)
+        descriptions = {pid: {**d, "pass_rate": round(rng.random(), 3)} for pid, d in descriptions.items()}
     forecast_rule = new_selector("forecast", ids, N, 9, waves="adaptive", descriptions=descriptions)
     informative = new_selector("skip", ids, N, 9, waves="adaptive")
     rng_a, rng_b = random.Random(4), random.Random(4)
