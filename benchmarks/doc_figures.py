@@ -50,7 +50,10 @@ def num(x: float, digits: int = 2) -> str:
 
 
 def signed(x: float, digits: int = 3) -> str:
+    """A difference with its sign; one that rounds to zero is shown as 0 (never "−0.000")."""
     text = num(x, digits)
+    if not text.strip("−0.,"):
+        return text.lstrip("−")
     return text if text.startswith("−") else "+" + text
 
 
