@@ -322,6 +322,13 @@ FIGURES["selection_clock_release.labels_time"] = lambda r: times(
 FIGURES["selection_clock_release.labels_low"] = lambda r: signed(
     r("selection_clock_release")["against_seed_fixed"]["forecast/fixed+async+labels"]["at_equal_model_time"]
     ["worst_low"])
+FIGURES["selection_clock_release_labels.labels_low"] = lambda r: signed(
+    r("selection_clock_release_labels")["against_seed_fixed"]["forecast/fixed+async+labels"]["at_equal_model_time"]
+    ["worst_low"])
+for _name, _config in (("labels", "forecast/fixed+async+labels"), ("plain", "forecast/fixed+async")):
+    FIGURES[f"selection_clock_release_labels.{_name}_last"] = partial(lambda config, r: "{} [{}, {}]".format(*(
+        signed(r("selection_clock_release_labels")["against_seed_fixed"][config]["at_equal_model_time"]
+               ["interval_at_common_last"][k]) for k in ("mean", "low", "high"))), _config)
 FIGURES["selection_clock_forecast.fixed_async_time"] = lambda r: times(
     r("selection_clock_forecast")["summary"]["forecast/fixed+async"]["model_total_h"]
     / r("selection_clock_forecast")["summary"]["seed/fixed"]["model_total_h"])
