@@ -123,10 +123,10 @@ def fold_of(task: str) -> int:
     return zlib.crc32(task.encode()) % FOLDS
 
 
-def offline(groups: Sequence[tuple[str, bool, str]], others: Sequence[Sequence[tuple[str, bool, str]]],
+def offline(rare: Sequence[tuple[str, bool, str, str]], others: Sequence[Sequence[tuple[str, bool, str]]],
             ids: list[str], descriptions: dict[str, dict[str, str]]) -> list[float]:
-    """Each domain group of ``groups`` predicted by the text+labels model fitted on the ``others`` runs' domain groups
-    of the prompts in the other folds (never its own prompt's)."""
+    """Each of the ``rare`` groups (:func:`domain`) predicted by the text+labels model fitted on the ``others`` runs'
+    domain groups of the prompts in the other folds (never its own prompt's)."""
     index = {t: i for i, t in enumerate(ids)}
     train = [g for run in others for g in domain(run)]
     models = []
@@ -137,7 +137,7 @@ def offline(groups: Sequence[tuple[str, bool, str]], others: Sequence[Sequence[t
                 if fold_of(task) != fold:
                     model.observe(index[task], history, kind)
         models.append(model)
-    return [models[fold_of(task)].predict(index[task], history) for task, _z, _k, history in domain(groups)]
+    return [models[fold_of(task)].predict(index[task], history) for task, _z, _k, history in rare]
 
 
 def replay(groups: Sequence[tuple[str, bool, str]], ids: list[str], descriptions: dict[str, dict[str, str]],
@@ -151,33 +151,29 @@ def replay(groups: Sequence[tuple[str, bool, str]], ids: list[str], descriptions
         models["reference label"] = SpreadForecast(ids, reference)
         models["text+labels+reference"] = SpreadForecast(
             ids, {t: {**d, **reference.get(t, {})} for t, d in descriptions.items()})
-    fitted = iter(offline(groups, others, ids, descriptions)) if others else None
+    rare = domain(groups)
+    fitted = offline(rare, others, ids, descriptions) if others else None
     words = {t: frozenset(d[TEXT_KEY].lower().replace(",", " ").replace(".", " ").split()) for t, d in descriptions.items()}
     similar = Similarity(words)
-    observed: dict[str, int] = {}
-    history: dict[str, str] = {}
     base = [1.0, 2.0]
     offline_form = ["text+labels, fitted offline"] if fitted is not None else []
     preds: dict[str, list[tuple[float, float, float]]] = {name: [] for name in [*models, "similarity", *offline_form,
                                                                                  "base rate"]}
-    for task, zero, kind in groups:
-        if observed.get(task, 0) < RARE_GROUPS:
-            i, h = index[task], history.get(task, HISTORY[0])
-            rate = base[0] / base[1]
-            guesses = {name: m.predict(i, h) for name, m in models.items()}
-            guesses["similarity"] = similar.predict(task) if h == "new" else rate
-            if fitted is not None:
-                guesses["text+labels, fitted offline"] = next(fitted)
-            guesses["base rate"] = rate
-            for name, guess in guesses.items():
-                preds[name].append((guess, float(zero), rate))
-            for m in models.values():
-                m.observe(i, h, kind)
-            if h == "new":
-                similar.observe(task, zero)
-            base = [SCORE_DECAY * base[0] + zero, SCORE_DECAY * base[1] + 1.0]
-        observed[task] = observed.get(task, 0) + 1
-        history[task] = kind
+    for k, (task, zero, kind, h) in enumerate(rare):
+        i = index[task]
+        rate = base[0] / base[1]
+        guesses = {name: m.predict(i, h) for name, m in models.items()}
+        guesses["similarity"] = similar.predict(task) if h == "new" else rate
+        if fitted is not None:
+            guesses["text+labels, fitted offline"] = fitted[k]
+        guesses["base rate"] = rate
+        for name, guess in guesses.items():
+            preds[name].append((guess, float(zero), rate))
+        for m in models.values():
+            m.observe(i, h, kind)
+        if h == "new":
+            similar.observe(task, zero)
+        base = [SCORE_DECAY * base[0] + zero, SCORE_DECAY * base[1] + 1.0]
     out = {}
     ref = sum((p - y) ** 2 for p, y, _r in preds["base rate"])
     for name, rows in preds.items():

@@ -53,10 +53,8 @@ async def export_prompts(env: Any, split: str, out: str | Path,
     task_ids = list(await env.list_tasks(split))
     if not task_ids:
         raise UsageError(f"the env lists no tasks for split {split!r}")
-    described = await task_descriptions(env, task_ids)
-    extra = labels or {}
-    atomic_write_jsonl(out, prompt_records(task_ids, split, {t: {**described.get(t, {}), **extra.get(t, {})}
-                                                             for t in task_ids}))
+    described = _over(await task_descriptions(env, task_ids), labels, task_ids)
+    atomic_write_jsonl(out, prompt_records(task_ids, split, described))
     return len(task_ids)
 
 
@@ -116,5 +114,11 @@ def with_labels(descriptions: Mapping[str, Mapping[str, Any]] | None, labels: Ma
         raise PromptDataError(
             f"{source}: {len(unknown)} of its tasks are not among this run's {len(task_ids)} train tasks (the first: "
             f"{unknown[0]!r}): write the prompt file from the same env, catalog and split (shopsimrl data export)")
-    base = descriptions or {}
-    return {task_id: {**base.get(task_id, {}), **labels.get(task_id, {})} for task_id in task_ids}
+    return _over(descriptions, labels, task_ids)
+
+
+def _over(descriptions: Mapping[str, Mapping[str, Any]] | None, labels: Mapping[str, Mapping[str, Any]] | None,
+          task_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each task's description with its ``labels`` over it (a key in both: the label's value)."""
+    base, extra = descriptions or {}, labels or {}
+    return {task_id: {**base.get(task_id, {}), **extra.get(task_id, {})} for task_id in task_ids}
