@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine, publish
-from shopsimrl.rollout.outcomes import LABEL
+from shopsimrl.learn.outcomes import LABEL
 from shopsimrl.sampling.forecast import HISTORY, RARE_GROUPS, SCORE_DECAY, TEXT_KEY, SpreadForecast
 from shopsimrl.sampling.skip import RETRY_FLOOR
 from shopsimrl.slime.data import read_prompts

@@ -16,7 +16,6 @@ from shopsimrl.env.auth import load_token
 from shopsimrl.env.build import MAX_PRODUCTS, MIN_PRODUCTS
 from shopsimrl.env.types import EnvError
 from shopsimrl.errors import UsageError
-from shopsimrl.rollout.outcomes import LABEL, zero_spread_shares
 from shopsimrl.slime.data import export_prompts
 
 
@@ -48,6 +47,8 @@ def _export(args: argparse.Namespace) -> int:
 
     labels = None
     if args.zero_spread_from:  # NotARunError / BadFileError: a refusal naming the folder or file
+        from shopsimrl.learn.outcomes import LABEL, zero_spread_shares  # reads run folders: only when asked
+
         catalog = None if args.env is not None else {
             "products": args.products or DEFAULT_PRODUCTS,
             "catalog_seed": DEFAULT_CATALOG_SEED if args.seed is None else args.seed}
@@ -66,7 +67,7 @@ def _export(args: argparse.Namespace) -> int:
     except EnvError as exc:  # e.g. a server that refuses our token, or none at that URL
         raise UsageError(f"the env server at {args.env} answers: [{exc.code}] {exc}") from None
     print(f"wrote {count} {args.split} tasks to {args.out}"
-          + (f", {len(labels)} of them with a {LABEL} from {len(args.zero_spread_from)} runs" if labels is not None else ""))
+          + (f", {len(labels)} of them labelled from {len(args.zero_spread_from)} runs" if labels is not None else ""))
     return 0
 
 

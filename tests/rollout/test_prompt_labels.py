@@ -118,7 +118,7 @@ def test_an_export_labels_each_task_with_its_zero_spread_share_on_the_complete_s
     (run / "step-3" / "complete.json").unlink()  # a step cut short: its decisions do not count
     out = tmp_path / "labelled.jsonl"
     assert main(["data", "export", "--products", "2000", "--out", str(out), "--zero-spread-from", str(run)]) == 0
-    assert "with a zero_spread_share from 1 runs" in capsys.readouterr().out
+    assert "labelled from 1 runs" in capsys.readouterr().out
     counted = decisions(run, [1, 2])
     _ids, metadata = read_prompts(out)
     labelled = {t: m["zero_spread_share"] for t, m in metadata.items() if "zero_spread_share" in m}

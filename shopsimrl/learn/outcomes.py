@@ -10,17 +10,17 @@ not a run, or a run of another in-process catalog, is refused in one line.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from shopsimrl.io import BadFileError, read_json_object, read_jsonl_objects
+from shopsimrl.learn.resume import step_number
+from shopsimrl.rollout.journal import MARKER
 from shopsimrl.sampling.verdict import Verdict
 
 #: The label written into the prompt file's metadata.
 LABEL = "zero_spread_share"
-_STEP = re.compile(r"step-[1-9][0-9]{0,6}")
 RUN_LIMIT = 1 << 20
 EVENTS_LIMIT = 64 << 20
 SCORED = (Verdict.ZERO_STD.value, Verdict.VARIED.value)
@@ -44,9 +44,9 @@ def zero_spread_shares(runs: Sequence[Path], catalog: Mapping[str, Any] | None =
             if theirs != dict(catalog):
                 raise NotARunError(f"{run}: ran on the in-process catalog {theirs}, not this export's {dict(catalog)}: "
                                    "its task ids name other tasks")
-        steps = [p for p in run.iterdir() if _STEP.fullmatch(p.name) and (p / "complete.json").is_file()]
+        steps = [p for p in run.iterdir() if step_number(p.name) is not None and (p / MARKER).is_file()]
         if not steps:
-            raise NotARunError(f"{run}: no complete step (complete.json) to read outcomes from")
+            raise NotARunError(f"{run}: no complete step ({MARKER}) to read outcomes from")
         for step in steps:
             for _line, event in read_jsonl_objects(step / "events.jsonl", EVENTS_LIMIT, "events.jsonl"):
                 task = event.get("task_id")
